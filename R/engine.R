@@ -1,0 +1,102 @@
+#' Exercise the fork engine with synthetic tasks
+#'
+#' Runs `n_tasks` synthetic tasks in forked child processes through the same
+#' Rust engine that runs bootstrap replicates. Tests, benchmarks and the demo
+#' use it to check the engine's guarantees: results independent of the worker
+#' layout, per-task failure reasons, timeouts, memory limits and clean-up.
+#'
+#' Task `i` (numbered from 1) sleeps `sleep` seconds, allocates and touches
+#' `alloc_mb` MB (`alloc_mb[i]` when it has one value per task), and returns `payload` doubles drawn from its own random
+#' stream, determined by `seed` and `i` alone. Tasks listed in `crash` kill
+#' themselves with `SIGKILL`; tasks listed in `hang` never finish.
+#'
+#' @param n_tasks Number of tasks.
+#' @param workers Most child processes alive at once.
+#' @param tasks_per_child Tasks a child runs before it exits (1: a fresh
+#'   process per task).
+#' @param schedule `"rolling"` forks a new child as soon as one exits;
+#'   `"batch"` forks up to `workers` children and waits for all of them
+#'   before the next batch.
+#' @param payload Number of doubles each task returns.
+#' @param sleep Seconds each task sleeps.
+#' @param crash,hang Task numbers that crash or hang.
+#' @param alloc_mb Megabytes each task allocates and touches: one value for
+#'   all tasks, or one per task.
+#' @param timeout Seconds a task may run before its child is killed (`Inf`:
+#'   no limit).
+#' @param memory_limit_mb Headroom in MB above each child's address space at
+#'   fork (`NA`: no limit). A child that exceeds it fails with reason
+#'   `"memory limit"`.
+#' @param seed Master seed of the per-task random streams.
+#' @return A data.frame with one row per task, in task order: `task`, `ok`,
+#'   `reason` (`NA` when `ok`), `checksum` (sum of the returned doubles),
+#'   `pid` (the child that ran the task), `seconds` (wall time), and the
+#'   child's `peak_rss_mb`, `pss_mb` and `private_dirty_mb` just before it
+#'   wrote the result (`NA` for a task whose child died).
+#' @keywords internal
+#' @examples
+#' wispack:::engine_selftest(4, workers = 2, payload = 10, crash = 3)
+engine_selftest <- function(n_tasks, workers = 1L, tasks_per_child = 1L,
+                            schedule = "rolling", payload = 0L, sleep = 0,
+                            crash = integer(), hang = integer(), alloc_mb = 0,
+                            timeout = Inf, memory_limit_mb = NA, seed = 1L) {
+  check_whole_number(n_tasks, "n_tasks")
+  check_whole_number(workers, "workers", lower = 1)
+  check_worker_limit(workers)
+  check_whole_number(tasks_per_child, "tasks_per_child", lower = 1)
+  schedule <- match_schedule(schedule)
+  check_whole_number(payload, "payload")
+  check_number(sleep, "sleep", lower = 0, upper = 1e6)
+  check_task_numbers(crash, "crash", n_tasks)
+  check_task_numbers(hang, "hang", n_tasks)
+  if (!is.numeric(alloc_mb) || !length(alloc_mb) %in% c(1L, n_tasks) ||
+      anyNA(alloc_mb) || any(alloc_mb < 0 | alloc_mb > 1e6)) {
+    stop_input("`alloc_mb` must hold 1 or `n_tasks` numbers between 0 and 1e6.")
+  }
+  check_timeout(timeout)
+  check_number(memory_limit_mb, "memory_limit_mb", lower = 1, upper = 1e9, allow_na = TRUE)
+  check_whole_number(seed, "seed", lower = -.Machine$integer.max)
+
+  columns <- run_engine(engine_selftest_rust(
+    as.integer(n_tasks), as.integer(workers), as.integer(tasks_per_child), schedule,
+    as.integer(payload), as.double(sleep), as.integer(crash), as.integer(hang),
+    as.double(alloc_mb), as.double(timeout), as.double(memory_limit_mb),
+    as.double(seed), 0L
+  ))
+  keep <- c("task", "ok", "reason", "checksum", "pid", "seconds",
+            "peak_rss_mb", "pss_mb", "private_dirty_mb")
+  as.data.frame(columns[keep], stringsAsFactors = FALSE)
+}
+
+match_schedule <- function(schedule, call = sys.call(-1)) {
+  if (!is.character(schedule) || length(schedule) != 1L ||
+      !schedule %in% c("rolling", "batch")) {
+    stop_input("`schedule` must be \"rolling\" or \"batch\", not ",
+               describe_value(schedule), ".", call = call)
+  }
+  schedule
+}
+
+check_timeout <- function(timeout, call = sys.call(-1)) {
+  if (!is.numeric(timeout) || length(timeout) != 1L || is.na(timeout) || timeout <= 0) {
+    stop_input("`timeout` must be a positive number of seconds (Inf for no limit), not ",
+               describe_value(timeout), ".", call = call)
+  }
+  invisible(timeout)
+}
+
+# Evaluates a call into the Rust engine; an interrupt there (Ctrl-C, after
+# every child was killed and reaped) becomes an error of class
+# `wisp_interrupted`.
+run_engine <- function(expr) {
+  tryCatch(expr, error = function(e) {
+    message <- conditionMessage(e)
+    if (startsWith(message, "interrupted")) {
+      stop(structure(
+        class = c("wisp_interrupted", "error", "condition"),
+        list(message = paste("wispack:", message), call = NULL)
+      ))
+    }
+    stop(e)
+  })
+}

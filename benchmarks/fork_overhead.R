@@ -1,0 +1,74 @@
+# Per-task overhead of wispack's fork engine against parallel::mclapply, for a
+# trivial task, with a lean parent and with a parent holding a 1 GB object.
+#
+# Usage (from the repository root, with wispack installed):
+#   Rscript benchmarks/fork_overhead.R [n_tasks] [repeats] [workers]
+# Writes benchmarks/results/fork_overhead.csv and prints a Markdown table of
+# medians (and ranges) of milliseconds per task.
+
+args <- as.integer(commandArgs(trailingOnly = TRUE))
+n_tasks <- if (length(args) >= 1) args[1] else 40L
+repeats <- if (length(args) >= 2) args[2] else 7L
+workers <- if (length(args) >= 3) args[3] else 2L
+
+suppressPackageStartupMessages(library(wispack))
+selftest <- wispack:::engine_selftest
+
+arms <- list(
+  "engine, fresh child per task" = function() selftest(n_tasks, workers = workers),
+  "engine, 5 tasks per child" = function() selftest(n_tasks, workers = workers, tasks_per_child = 5),
+  "mclapply, preschedule TRUE" = function() {
+    parallel::mclapply(seq_len(n_tasks), function(i) i, mc.cores = workers, mc.preschedule = TRUE)
+  },
+  "mclapply, preschedule FALSE" = function() {
+    parallel::mclapply(seq_len(n_tasks), function(i) i, mc.cores = workers, mc.preschedule = FALSE)
+  }
+)
+
+rss_mb <- function() {
+  status <- readLines("/proc/self/status")
+  as.numeric(sub("[^0-9]*([0-9]+).*", "\\1", grep("^VmRSS:", status, value = TRUE))) / 1024
+}
+
+# Each engine child reads /proc/self/smaps_rollup (for PSS) before it reports;
+# the kernel walks every mapped page for that, so its cost grows with the parent.
+smaps_rollup_ms <- function() {
+  1000 * system.time(for (i in 1:50) readLines("/proc/self/smaps_rollup"))[["elapsed"]] / 50
+}
+
+measure <- function(parent) {
+  rows <- list(data.frame(parent = parent, parent_rss_mb = round(rss_mb()),
+                          arm = "(reading smaps_rollup once)",
+                          ms_per_task = replicate(repeats, smaps_rollup_ms()),
+                          repeat_no = seq_len(repeats)))
+  for (arm in names(arms)) {
+    arms[[arm]]() # warm-up
+    ms <- vapply(seq_len(repeats), function(r) {
+      1000 * system.time(arms[[arm]]())[["elapsed"]] / n_tasks
+    }, numeric(1))
+    rows[[arm]] <- data.frame(parent = parent, parent_rss_mb = round(rss_mb()), arm = arm,
+                              ms_per_task = ms, repeat_no = seq_len(repeats))
+  }
+  do.call(rbind, rows)
+}
+
+invisible(gc())
+lean <- measure("lean")
+ballast <- runif(1.25e8) # 1 GB of doubles, every page touched
+invisible(gc())
+heavy <- measure("holding 1 GB")
+rm(ballast)
+results <- rbind(lean, heavy)
+dir.create("benchmarks/results", showWarnings = FALSE, recursive = TRUE)
+utils::write.csv(results, "benchmarks/results/fork_overhead.csv", row.names = FALSE)
+
+summary <- aggregate(ms_per_task ~ parent + parent_rss_mb + arm, data = results,
+                     FUN = function(x) c(median = median(x), min = min(x), max = max(x)))
+cat(sprintf("%d tasks, %d workers, %d repeats; R %s; %s\n\n", n_tasks, workers, repeats,
+            getRversion(), format(Sys.time(), "%Y-%m-%d")))
+cat("| parent | parent RSS (MB) | arm | ms per task, median | range |\n|---|---:|---|---:|---|\n")
+for (i in seq_len(nrow(summary))) {
+  s <- summary$ms_per_task[i, ]
+  cat(sprintf("| %s | %d | %s | %.2f | %.2f–%.2f |\n", summary$parent[i], summary$parent_rss_mb[i],
+              summary$arm[i], s[["median"]], s[["min"]], s[["max"]]))
+}

@@ -1,0 +1,497 @@
+//! Behaviour of the fork engine. These tests fork: run them with
+//! `cargo test -- --test-threads=1` (the README's test command does).
+
+use super::*;
+use std::collections::HashSet;
+use std::time::SystemTime;
+
+fn numbers(n: usize) -> Vec<usize> {
+    (1..=n).collect()
+}
+
+fn options(workers: usize, tasks_per_child: usize, schedule: Schedule) -> PoolOptions {
+    PoolOptions {
+        workers,
+        tasks_per_child,
+        schedule,
+        ..PoolOptions::default()
+    }
+}
+
+fn never() -> bool {
+    false
+}
+
+/// Children of this process, zombies included, found through /proc.
+fn child_pids() -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+        let ppid: i32 = after_name.split(' ').nth(1).unwrap().parse().unwrap();
+        if ppid == me {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn open_fd_count() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// Runs `body` and checks that it left no child process and no open descriptor behind.
+fn leaves_no_trace<R>(body: impl FnOnce() -> R) -> R {
+    let fds = open_fd_count();
+    let result = body();
+    assert_eq!(child_pids(), Vec::<i32>::new(), "children left behind");
+    assert_eq!(open_fd_count(), fds, "file descriptors leaked");
+    result
+}
+
+fn draws(context: TaskContext) -> Result<Vec<f64>, String> {
+    let mut stream = crate::streams::TaskStream::new(99, context.task as u64);
+    Ok((0..50).map(|_| stream.uniform()).collect())
+}
+
+fn values(records: Vec<TaskRecord<Vec<f64>>>) -> Vec<Vec<f64>> {
+    records
+        .into_iter()
+        .map(|r| r.outcome.expect("task succeeded"))
+        .collect()
+}
+
+#[test]
+fn results_do_not_depend_on_workers_grouping_or_schedule() {
+    let reference: Vec<Vec<f64>> = numbers(7)
+        .into_iter()
+        .map(|t| {
+            draws(TaskContext {
+                task: t,
+                attempt: 1,
+            })
+            .unwrap()
+        })
+        .collect();
+    for schedule in [Schedule::Rolling, Schedule::Batch] {
+        for workers in [1, 2, 3] {
+            for per_child in [1, 3] {
+                let records = leaves_no_trace(|| {
+                    run_tasks(
+                        &numbers(7),
+                        &options(workers, per_child, schedule),
+                        draws,
+                        never,
+                        |_| {},
+                    )
+                    .unwrap()
+                });
+                assert_eq!(
+                    records.iter().map(|r| r.task).collect::<Vec<_>>(),
+                    numbers(7)
+                );
+                assert_eq!(
+                    values(records),
+                    reference,
+                    "{schedule:?} workers {workers} per child {per_child}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn each_child_runs_at_most_tasks_per_child_tasks_in_distinct_processes() {
+    let records = leaves_no_trace(|| {
+        run_tasks(
+            &numbers(7),
+            &options(2, 3, Schedule::Rolling),
+            draws,
+            never,
+            |_| {},
+        )
+        .unwrap()
+    });
+    let mut per_pid = std::collections::HashMap::new();
+    for r in &records {
+        assert_ne!(r.pid, std::process::id() as i32);
+        *per_pid.entry(r.pid).or_insert(0) += 1;
+    }
+    assert_eq!(per_pid.len(), 3, "7 tasks at 3 per child need 3 children");
+    assert!(per_pid.values().all(|&n| n <= 3));
+}
+
+fn now_seconds() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// Start and end times of a task that sleeps 0.4 s for task 1 and 0.05 s otherwise.
+fn timed(context: TaskContext) -> Result<(f64, f64), String> {
+    let start = now_seconds();
+    let pause = if context.task == 1 { 0.4 } else { 0.05 };
+    std::thread::sleep(Duration::from_secs_f64(pause));
+    Ok((start, now_seconds()))
+}
+
+#[test]
+fn rolling_refills_at_once_and_batch_waits_for_the_whole_batch() {
+    let spans = |schedule| {
+        let records = leaves_no_trace(|| {
+            run_tasks(&numbers(4), &options(2, 1, schedule), timed, never, |_| {}).unwrap()
+        });
+        records
+            .into_iter()
+            .map(|r| r.outcome.unwrap())
+            .collect::<Vec<_>>()
+    };
+    let rolling = spans(Schedule::Rolling);
+    assert!(
+        rolling[2].0 < rolling[0].1,
+        "rolling: task 3 should start while task 1 runs"
+    );
+    let batch = spans(Schedule::Batch);
+    assert!(
+        batch[2].0 >= batch[0].1,
+        "batch: task 3 must wait for task 1"
+    );
+    assert!(batch[3].0 >= batch[0].1);
+    for spans in [rolling, batch] {
+        for (i, a) in spans.iter().enumerate() {
+            let running = spans.iter().filter(|b| b.0 <= a.0 && a.0 < b.1).count();
+            assert!(
+                running <= 2,
+                "{running} tasks were running when task {} started, with 2 workers",
+                i + 1
+            );
+        }
+    }
+}
+
+#[test]
+fn a_crashed_task_reports_its_signal_and_the_others_succeed() {
+    let crash = |context: TaskContext| {
+        if context.task == 2 {
+            unsafe { libc::raise(libc::SIGKILL) };
+        }
+        draws(context)
+    };
+    let records = leaves_no_trace(|| {
+        run_tasks(
+            &numbers(5),
+            &options(2, 3, Schedule::Rolling),
+            crash,
+            never,
+            |_| {},
+        )
+        .unwrap()
+    });
+    assert_eq!(
+        records[1].outcome.as_ref().unwrap_err(),
+        &Failure::Signal(9)
+    );
+    assert_eq!(
+        records[1].outcome.as_ref().unwrap_err().to_string(),
+        "killed by signal 9 (SIGKILL)"
+    );
+    for r in records.iter().filter(|r| r.task != 2) {
+        assert!(r.outcome.is_ok(), "task {} failed: {:?}", r.task, r.outcome);
+    }
+}
+
+#[test]
+fn exits_without_a_result_are_reported_by_status() {
+    let quit = |context: TaskContext| -> Result<Vec<f64>, String> {
+        match context.task {
+            1 => unsafe { libc::_exit(7) },
+            2 => unsafe { libc::_exit(0) },
+            3 => Err("bad input".into()),
+            4 => panic!("deliberate"),
+            _ => draws(context),
+        }
+    };
+    let records = leaves_no_trace(|| {
+        run_tasks(
+            &numbers(5),
+            &options(2, 1, Schedule::Rolling),
+            quit,
+            never,
+            |_| {},
+        )
+        .unwrap()
+    });
+    let reasons: Vec<String> = records
+        .iter()
+        .map(|r| {
+            r.outcome
+                .as_ref()
+                .err()
+                .map_or("ok".into(), |f| f.to_string())
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            "non-zero exit (status 7)",
+            "no result",
+            "error: bad input",
+            "panic: deliberate",
+            "ok"
+        ]
+    );
+}
+
+#[test]
+fn a_panic_does_not_cost_the_tasks_after_it_in_the_same_child() {
+    let flaky = |context: TaskContext| {
+        if context.task == 1 {
+            panic!("first task fails");
+        }
+        draws(context)
+    };
+    let records = leaves_no_trace(|| {
+        run_tasks(
+            &numbers(3),
+            &options(1, 3, Schedule::Rolling),
+            flaky,
+            never,
+            |_| {},
+        )
+        .unwrap()
+    });
+    assert!(matches!(records[0].outcome, Err(Failure::Panic(_))));
+    assert!(records[1].outcome.is_ok() && records[2].outcome.is_ok());
+    assert_eq!(records[0].pid, records[2].pid, "one child ran all three");
+}
+
+#[test]
+fn a_hung_task_times_out_without_holding_back_the_rest() {
+    let hang = |context: TaskContext| {
+        if context.task == 3 {
+            loop {
+                std::thread::sleep(Duration::from_secs(60));
+            }
+        }
+        draws(context)
+    };
+    let started = Instant::now();
+    let mut opts = options(2, 2, Schedule::Rolling);
+    opts.timeout = Some(Duration::from_millis(500));
+    let records = leaves_no_trace(|| run_tasks(&numbers(6), &opts, hang, never, |_| {}).unwrap());
+    assert_eq!(
+        records[2].outcome.as_ref().unwrap_err(),
+        &Failure::Timeout(0.5)
+    );
+    assert!(records
+        .iter()
+        .filter(|r| r.task != 3)
+        .all(|r| r.outcome.is_ok()));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn eight_children_return_a_million_doubles_each_without_deadlock() {
+    let big = |context: TaskContext| Ok(vec![context.task as f64; 1_000_000]);
+    let records = leaves_no_trace(|| {
+        run_tasks(
+            &numbers(8),
+            &options(8, 1, Schedule::Rolling),
+            big,
+            never,
+            |_| {},
+        )
+        .unwrap()
+    });
+    for r in records {
+        let v = r.outcome.unwrap();
+        assert_eq!(v.len(), 1_000_000);
+        assert!(v.iter().all(|&x| x == r.task as f64));
+    }
+}
+
+#[test]
+fn twenty_children_return_a_hundred_thousand_doubles_each() {
+    let wide = |context: TaskContext| Ok(vec![context.task as f64 + 0.5; 100_000]);
+    let records = leaves_no_trace(|| {
+        run_tasks(
+            &numbers(60),
+            &options(20, 3, Schedule::Rolling),
+            wide,
+            never,
+            |_| {},
+        )
+        .unwrap()
+    });
+    assert!(records
+        .iter()
+        .all(|r| r.outcome.as_ref().unwrap()[99_999] == r.task as f64 + 0.5));
+}
+
+#[test]
+fn a_task_over_its_memory_limit_fails_with_memory_limit() {
+    let hungry = |context: TaskContext| {
+        let megabytes = if context.task == 2 { 400 } else { 8 };
+        let mut buffer = vec![0u8; megabytes << 20];
+        for page in buffer.chunks_mut(4096) {
+            page[0] = 1;
+        }
+        Ok(buffer.len())
+    };
+    let mut opts = options(2, 1, Schedule::Rolling);
+    opts.memory_limit_mb = Some(100.0);
+    let records = leaves_no_trace(|| run_tasks(&numbers(3), &opts, hungry, never, |_| {}).unwrap());
+    assert_eq!(
+        records[1].outcome.as_ref().unwrap_err(),
+        &Failure::MemoryLimit
+    );
+    assert_eq!(records[0].outcome.as_ref().unwrap(), &(8 << 20));
+    assert_eq!(records[2].outcome.as_ref().unwrap(), &(8 << 20));
+}
+
+#[test]
+fn memory_figures_are_those_of_the_child() {
+    let touch = |_: TaskContext| {
+        let mut buffer = vec![0u8; 50 << 20];
+        for page in buffer.chunks_mut(4096) {
+            page[0] = 1;
+        }
+        Ok(std::hint::black_box(buffer).len())
+    };
+    let records = leaves_no_trace(|| {
+        run_tasks(
+            &numbers(2),
+            &options(2, 1, Schedule::Rolling),
+            touch,
+            never,
+            |_| {},
+        )
+        .unwrap()
+    });
+    for r in records {
+        assert!(r.memory.peak_rss_mb.unwrap() >= 50.0, "{:?}", r.memory);
+        assert!(r.memory.pss_mb.unwrap() > 0.0 && r.memory.private_dirty_mb.unwrap() >= 0.0);
+    }
+}
+
+#[test]
+fn retries_rerun_a_failed_task_in_a_fresh_child() {
+    let first_try_crashes = |context: TaskContext| {
+        if context.task == 2 && context.attempt == 1 {
+            unsafe { libc::raise(libc::SIGKILL) };
+        }
+        draws(context)
+    };
+    let mut opts = options(1, 3, Schedule::Rolling);
+    opts.retries = 1;
+    let records = leaves_no_trace(|| {
+        run_tasks(&numbers(3), &opts, first_try_crashes, never, |_| {}).unwrap()
+    });
+    assert_eq!(
+        records.iter().map(|r| r.attempts).collect::<Vec<_>>(),
+        [1, 2, 1]
+    );
+    assert_eq!(
+        values(records)[1],
+        draws(TaskContext {
+            task: 2,
+            attempt: 2
+        })
+        .unwrap()
+    );
+}
+
+#[test]
+fn an_interrupt_kills_and_reaps_every_child_promptly() {
+    let slow = |_: TaskContext| -> Result<u8, String> {
+        std::thread::sleep(Duration::from_secs(30));
+        Ok(0)
+    };
+    let started = Instant::now();
+    let interrupt_after_200ms = || started.elapsed() > Duration::from_millis(200);
+    let result = leaves_no_trace(|| {
+        run_tasks(
+            &numbers(4),
+            &options(2, 1, Schedule::Rolling),
+            slow,
+            interrupt_after_200ms,
+            |_| {},
+        )
+    });
+    assert!(matches!(result, Err(PoolError::Interrupted)));
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn every_outcome_is_announced_once_as_it_arrives() {
+    let mut seen = Vec::new();
+    let crash_three = |context: TaskContext| {
+        if context.task == 3 {
+            unsafe { libc::raise(libc::SIGKILL) };
+        }
+        draws(context)
+    };
+    leaves_no_trace(|| {
+        run_tasks(
+            &numbers(5),
+            &options(2, 2, Schedule::Batch),
+            crash_three,
+            never,
+            |r| seen.push(r.task),
+        )
+        .unwrap()
+    });
+    seen.sort_unstable();
+    assert_eq!(seen, numbers(5));
+}
+
+#[test]
+fn a_subset_of_tasks_can_be_run_and_comes_back_in_the_given_order() {
+    let records = leaves_no_trace(|| {
+        run_tasks(
+            &[9, 4, 6],
+            &options(2, 1, Schedule::Rolling),
+            draws,
+            never,
+            |_| {},
+        )
+        .unwrap()
+    });
+    assert_eq!(
+        records.iter().map(|r| r.task).collect::<Vec<_>>(),
+        [9, 4, 6]
+    );
+    assert!(run_tasks(&[1, 1], &PoolOptions::default(), draws, never, |_| {}).is_err());
+    assert!(run_tasks(
+        &[1],
+        &options(0, 1, Schedule::Rolling),
+        draws,
+        never,
+        |_| {}
+    )
+    .is_err());
+}
+
+#[test]
+fn zero_tasks_fork_nothing() {
+    let records =
+        leaves_no_trace(|| run_tasks(&[], &PoolOptions::default(), draws, never, |_| {}).unwrap());
+    assert!(records.is_empty());
+    let pids: HashSet<i32> = child_pids().into_iter().collect();
+    assert!(pids.is_empty());
+}

@@ -1,0 +1,4 @@
+library(testthat)
+library(wispack)
+
+test_check("wispack")

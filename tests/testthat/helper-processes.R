@@ -1,0 +1,37 @@
+# Process and descriptor bookkeeping for tests of code that forks.
+
+# Children of process `pid` (zombies included), read from /proc.
+child_pids <- function(pid = Sys.getpid()) {
+  pids <- integer()
+  for (stat_file in Sys.glob("/proc/[0-9]*/stat")) {
+    stat <- tryCatch(readLines(stat_file, warn = FALSE), error = function(e) "")
+    if (length(stat) != 1L || !nzchar(stat)) next
+    fields <- strsplit(sub("^.*\\) ", "", stat), " ", fixed = TRUE)[[1]]
+    if (as.integer(fields[2]) == pid) {
+      pids <- c(pids, as.integer(sub("^/proc/([0-9]+)/stat$", "\\1", stat_file)))
+    }
+  }
+  pids
+}
+
+open_fd_count <- function() length(list.files("/proc/self/fd"))
+
+# Evaluates `code` and fails the test if it left a child process or an open
+# file descriptor behind; returns the value of `code`.
+expect_no_trace <- function(code) {
+  fds_before <- open_fd_count()
+  value <- force(code)
+  testthat::expect_identical(child_pids(), integer(), label = "children left behind")
+  testthat::expect_identical(open_fd_count(), fds_before, label = "open descriptors")
+  invisible(value)
+}
+
+# The most workers a test may use: R CMD check --as-cran allows 2; otherwise
+# up to 8 (more processes than cores is fine for these tests).
+max_test_workers <- function() {
+  limit <- tolower(Sys.getenv("_R_CHECK_LIMIT_CORES_", ""))
+  if (nzchar(limit) && limit != "false") 2L else 8L
+}
+
+# R source text that evaluates to `x`, on one line.
+r_literal <- function(x) paste(deparse(x), collapse = "")

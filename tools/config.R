@@ -1,0 +1,65 @@
+# Run by ./configure: checks the Rust toolchain and writes src/Makevars.
+#
+# Placeholders in src/Makevars.in:
+#   @CARGO_FLAGS@  "-j 2 --offline" when building from the vendored crates
+#   @VENDORED@     "yes" when src/rust/vendor.tar.xz is there, else "no"
+#   @PROFILE@      "--release", or empty for DEBUG=true builds
+#   @LIBDIR@       the cargo output directory, "release" or "debug"
+#   @CLEAN_TARGET@ the target directory to delete after linking (kept for DEBUG builds)
+
+find_tool <- function(tool) {
+  # rustup installs into ~/.cargo/bin, which R CMD INSTALL does not always have on PATH.
+  path <- Sys.which(tool)
+  if (!nzchar(path)) {
+    candidate <- file.path(Sys.getenv("HOME"), ".cargo", "bin", tool)
+    if (file.exists(candidate)) path <- candidate
+  }
+  if (!nzchar(path)) {
+    stop(paste(
+      sprintf("'%s' was not found on the PATH.", tool),
+      "wispack needs the Rust toolchain (rustc and cargo) to build.",
+      "Install it from https://rustup.rs or with your system's package manager",
+      "(Debian 12: the 'rustc-web' and 'cargo-web' packages), then try again.",
+      sep = "\n"
+    ), call. = FALSE)
+  }
+  unname(path)
+}
+
+version_of <- function(path) {
+  out <- system2(path, "--version", stdout = TRUE)
+  list(text = out[1], number = regmatches(out[1], regexpr("[0-9]+\\.[0-9]+(\\.[0-9]+)?", out[1])))
+}
+
+sysreqs <- read.dcf("DESCRIPTION", fields = "SystemRequirements")[1, 1]
+minimum_rustc <- sub(".*rustc >= ([0-9.]+).*", "\\1", sysreqs)
+
+cargo <- version_of(find_tool("cargo"))
+rustc <- version_of(find_tool("rustc"))
+message("Using ", cargo$text)
+message("Using ", rustc$text)
+if (utils::compareVersion(rustc$number, minimum_rustc) < 0) {
+  stop(sprintf("wispack needs rustc >= %s; found %s. Update Rust (e.g. `rustup update`).",
+               minimum_rustc, rustc$number), call. = FALSE)
+}
+
+is_debug <- nzchar(Sys.getenv("DEBUG"))
+# The vendored crates are always used when present, so an install never needs
+# the network; a checkout without the tarball fetches crates with cargo.
+offline <- file.exists("src/rust/vendor.tar.xz")
+if (offline) message("Building offline from the vendored crates (src/rust/vendor.tar.xz).")
+if (is_debug) message("Creating a DEBUG build.")
+
+replacements <- c(
+  "@CARGO_FLAGS@" = if (offline) "-j 2 --offline" else "-j 2",
+  "@VENDORED@" = if (offline) "yes" else "no",
+  "@PROFILE@" = if (is_debug) "" else "--release",
+  "@LIBDIR@" = if (is_debug) "debug" else "release",
+  "@CLEAN_TARGET@" = if (is_debug) "" else "$(TARGET_DIR)"
+)
+text <- readLines("src/Makevars.in")
+for (key in names(replacements)) text <- gsub(key, replacements[[key]], text, fixed = TRUE)
+con <- file("src/Makevars", open = "wb")
+writeLines(text, con, sep = "\n")
+close(con)
+message("Wrote src/Makevars.")

@@ -1,0 +1,41 @@
+#!/bin/sh
+# Installs what building, checking and testing wispack needs on Debian 12:
+# R and the R packages (all from Debian apt, since CRAN is not needed),
+# pandoc, qpdf and checkbashisms for R CMD check --as-cran. Idempotent, and
+# quick when everything is already there. Rust (cargo, rustc >= 1.85, with
+# rustfmt and clippy) must be installed already, e.g. with rustup.
+# Sourced by tools/main.sh and tools/test.sh; it also puts cargo on the PATH.
+
+wispack_apt_packages="r-base-dev r-cran-testthat r-cran-knitr r-cran-rmarkdown
+  r-cran-roxygen2 r-cran-jsonlite pandoc qpdf devscripts xz-utils
+  util-linux"
+
+wispack_setup() {
+  missing=""
+  for package in $wispack_apt_packages; do
+    if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+      missing="$missing $package"
+    fi
+  done
+  if [ -n "$missing" ]; then
+    echo "== Installing from Debian:$missing"
+    as_root=""
+    [ "$(id -u)" -eq 0 ] || as_root="sudo"
+    $as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -qq --no-install-recommends $missing
+  fi
+
+  # rustup installs into ~/.cargo/bin; keep the toolchain reachable even if
+  # HOME is changed later (the check runs with an empty HOME).
+  PATH="$PATH:$HOME/.cargo/bin"
+  export PATH
+  if [ -d "$HOME/.rustup" ] && [ -z "${RUSTUP_HOME:-}" ]; then
+    RUSTUP_HOME="$HOME/.rustup"
+    export RUSTUP_HOME
+  fi
+  if ! command -v cargo >/dev/null 2>&1; then
+    echo "cargo was not found: install Rust >= 1.85 first (https://rustup.rs)." >&2
+    return 1
+  fi
+  echo "== $(cargo --version); $(rustc --version); $(R --version | head -n 1)"
+}

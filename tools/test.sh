@@ -1,0 +1,68 @@
+#!/bin/sh
+# The full test suite: Rust formatting, lints and unit tests, then R CMD build
+# and an offline R CMD check --as-cran (which must end "Status: OK"), then the
+# whole testthat suite once more with NOT_CRAN=true against the installed
+# package, so tests that --as-cran skips run too. Usage: sh tools/test.sh
+set -eu
+repo=$(cd "$(dirname "$0")/.." && pwd)
+. "$repo/tools/setup.sh"
+wispack_setup
+
+echo "== cargo fmt, clippy and test"
+cd "$repo/src/rust"
+cargo fmt --check
+cargo clippy --all-targets --locked -j 2 -- -D warnings
+# The engine tests fork, which needs a single-threaded test harness.
+cargo test --locked -j 2 -- --test-threads=1
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+echo "== R CMD build"
+R CMD build "$repo"
+tarball=$(ls wispack_*.tar.gz)
+
+# An empty local repository and no network: check must not try to reach CRAN.
+mkdir -p emptyrepo/src/contrib
+: > emptyrepo/src/contrib/PACKAGES
+gzip -k emptyrepo/src/contrib/PACKAGES
+echo "options(repos = c(CRAN = \"file://$work/emptyrepo\"))" > Rprofile.offline
+mkdir empty-home
+no_network=""
+if unshare -n true 2>/dev/null; then no_network="unshare -n"; fi
+echo "== R CMD check --as-cran --no-manual ${no_network:+(inside $no_network)}"
+set +e
+HOME="$work/empty-home" R_PROFILE_USER="$work/Rprofile.offline" \
+  _R_CHECK_CRAN_INCOMING_REMOTE_=false _R_CHECK_SYSTEM_CLOCK_=FALSE \
+  $no_network R CMD check --as-cran --no-manual "$tarball" 2>&1 | tee check.log
+set -e
+if ! grep "^Status:" check.log | tail -n 1 | grep -q "^Status: OK$"; then
+  echo "R CMD check did not end with 'Status: OK'" >&2
+  for log in wispack.Rcheck/00install.out wispack.Rcheck/tests/testthat.Rout.fail; do
+    [ -f "$log" ] && tail -n 60 "$log" >&2
+  done
+  exit 1
+fi
+written=$(find "$work/empty-home" -mindepth 1 | head -n 20)
+if [ -n "$written" ]; then
+  echo "Building or checking wrote under HOME:" >&2
+  echo "$written" >&2
+  exit 1
+fi
+
+echo "== testthat with NOT_CRAN=true against the installed package"
+cd "$repo/tests/testthat"
+NOT_CRAN=true R_LIBS="$work/wispack.Rcheck" Rscript -e '
+results <- as.data.frame(testthat::test_dir(".", package = "wispack",
+  load_package = "installed", reporter = "summary", stop_on_failure = FALSE))
+failed <- sum(results$failed) + sum(results$error)
+skipped <- sum(results$skipped)
+passed <- sum(results$nb) - sum(results$failed)
+if (skipped > 0) {
+  cat("Skipped tests in the full run:\n")
+  print(results[results$skipped, c("file", "test")])
+}
+cat(sprintf("testthat (NOT_CRAN=true): %d passed, %d failed, %d skipped\n", passed, failed, skipped))
+if (failed > 0 || skipped > 0) quit(status = 1)
+'
+echo "All tests passed."
