@@ -49,7 +49,8 @@ test_that("a crashed task is reported with its signal while the others succeed",
   result <- expect_no_trace(selftest(5, workers = 2, tasks_per_child = 2, payload = 10, crash = 2))
   expect_identical(result$ok, c(TRUE, FALSE, TRUE, TRUE, TRUE))
   expect_identical(result$reason[2], "killed by signal 9 (SIGKILL)")
-  expect_true(is.na(result$checksum[2]))
+  expect_identical(result$checksum[2], NA_real_)
+  expect_identical(result$peak_rss_mb[2], NA_real_)
   expect_identical(result$checksum[-2], selftest(5, payload = 10)$checksum[-2])
 })
 

@@ -79,62 +79,32 @@ fn pool_options(
 }
 
 /// The per-task columns every engine run reports, as named R vectors;
-/// `value_summary` becomes the column after `reason`.
+/// `value_summary` becomes the column after `reason`. `None` becomes NA.
 fn record_columns<T>(records: &[TaskRecord<T>], value_summary: (&'static str, Robj)) -> List {
-    let na_or = |v: Option<f64>| v.unwrap_or(f64::NAN);
-    let reason: Vec<Option<String>> = records
-        .iter()
-        .map(|r| r.outcome.as_ref().err().map(Failure::to_string))
-        .collect();
+    fn column<T, U>(records: &[TaskRecord<T>], field: impl Fn(&TaskRecord<T>) -> U) -> Robj
+    where
+        Vec<U>: Into<Robj>,
+    {
+        records.iter().map(field).collect::<Vec<U>>().into()
+    }
     List::from_pairs(vec![
+        ("task", column(records, |r| r.task as i32)),
+        ("ok", column(records, |r| r.outcome.is_ok())),
         (
-            "task",
-            r!(records.iter().map(|r| r.task as i32).collect::<Vec<i32>>()),
+            "reason",
+            column(records, |r| {
+                r.outcome.as_ref().err().map(Failure::to_string)
+            }),
         ),
-        (
-            "ok",
-            r!(records
-                .iter()
-                .map(|r| r.outcome.is_ok())
-                .collect::<Vec<bool>>()),
-        ),
-        ("reason", r!(reason)),
         value_summary,
-        (
-            "attempts",
-            r!(records
-                .iter()
-                .map(|r| r.attempts as i32)
-                .collect::<Vec<i32>>()),
-        ),
-        (
-            "pid",
-            r!(records.iter().map(|r| r.pid).collect::<Vec<i32>>()),
-        ),
-        (
-            "seconds",
-            r!(records.iter().map(|r| r.seconds).collect::<Vec<f64>>()),
-        ),
-        (
-            "peak_rss_mb",
-            r!(records
-                .iter()
-                .map(|r| na_or(r.memory.peak_rss_mb))
-                .collect::<Vec<f64>>()),
-        ),
-        (
-            "pss_mb",
-            r!(records
-                .iter()
-                .map(|r| na_or(r.memory.pss_mb))
-                .collect::<Vec<f64>>()),
-        ),
+        ("attempts", column(records, |r| r.attempts as i32)),
+        ("pid", column(records, |r| r.pid)),
+        ("seconds", column(records, |r| r.seconds)),
+        ("peak_rss_mb", column(records, |r| r.memory.peak_rss_mb)),
+        ("pss_mb", column(records, |r| r.memory.pss_mb)),
         (
             "private_dirty_mb",
-            r!(records
-                .iter()
-                .map(|r| na_or(r.memory.private_dirty_mb))
-                .collect::<Vec<f64>>()),
+            column(records, |r| r.memory.private_dirty_mb),
         ),
     ])
 }
@@ -197,9 +167,9 @@ fn engine_selftest_rust(
         |_| {},
     )
     .map_err(|e| input_error(e.to_string()))?;
-    let checksum: Vec<f64> = records
+    let checksum: Vec<Option<f64>> = records
         .iter()
-        .map(|r| r.outcome.as_ref().map_or(f64::NAN, |v| v.iter().sum()))
+        .map(|r| r.outcome.as_ref().ok().map(|v| v.iter().sum()))
         .collect();
     Ok(record_columns(&records, ("checksum", r!(checksum))))
 }
