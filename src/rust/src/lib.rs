@@ -6,9 +6,11 @@ use extendr_api::prelude::*;
 use extendr_api::Result;
 
 pub mod engine;
+pub mod fit;
 pub mod model;
 pub mod selftest;
 pub mod streams;
+pub mod structure;
 
 use engine::{Failure, PoolOptions, TaskRecord};
 use std::ffi::{c_int, c_void};

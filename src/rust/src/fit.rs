@@ -1,0 +1,1 @@
+//! L-BFGS fitting of the model (issue 3): under construction.

@@ -1,0 +1,1 @@
+//! Structure detection and initial values (issue 4): under construction.
