@@ -10,4 +10,38 @@ NULL
 #' @noRd
 engine_selftest_rust <- function(n_tasks, workers, tasks_per_child, schedule, payload, sleep, crash, hang, alloc_mb, timeout, memory_limit_mb, seed, retries) .Call(wrap__engine_selftest_rust, n_tasks, workers, tasks_per_child, schedule, payload, sleep, crash, hang, alloc_mb, timeout, memory_limit_mb, seed, retries)
 
+#' Build a model from coded token columns and return its bytes.
+#' Levels are coded from 0; `factor_codes` holds one column per factor,
+#' column-major; `time_series` is the 0-based factor index or -1.
+#' @keywords internal
+#' @noRd
+model_build_rust <- function(count, bin, context, species, ran, factor_codes, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, degrees, warp_precision, buffer_factor, max_penalty_at_distance_factor, round_none) .Call(wrap__model_build_rust, count, bin, context, species, ran, factor_codes, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, degrees, warp_precision, buffer_factor, max_penalty_at_distance_factor, round_none)
+
+#' Describe a model: parameters, treatments, weights, summed table, dispersion.
+#' @keywords internal
+#' @noRd
+model_describe_rust <- function(bytes) .Call(wrap__model_describe_rust, bytes)
+
+#' Objective value, parts, gradient and boundary distances at `x`, with the
+#' barrier anchored at `start`.
+#' @keywords internal
+#' @noRd
+model_objective_rust <- function(bytes, x, start) .Call(wrap__model_objective_rust, bytes, x, start)
+
+#' Predicted log rates (`pred.log`) for every summed row.
+#' @keywords internal
+#' @noRd
+model_predict_rust <- function(bytes, x) .Call(wrap__model_predict_rust, bytes, x)
+
+#' Whether `x` is feasible: every boundary distance positive and every
+#' predicted log rate finite and at least -0.01.
+#' @keywords internal
+#' @noRd
+model_is_feasible_rust <- function(bytes, x) .Call(wrap__model_is_feasible_rust, bytes, x)
+
+#' Seconds per value-and-gradient evaluation, timed inside Rust over `repeats` calls.
+#' @keywords internal
+#' @noRd
+model_time_evaluation_rust <- function(bytes, x, repeats) .Call(wrap__model_time_evaluation_rust, bytes, x, repeats)
+
 # nolint end

@@ -13,6 +13,7 @@ pub mod streams;
 pub mod structure;
 
 use engine::{Failure, PoolOptions, TaskRecord};
+use model::{CodedTokens, Design, Factor, Model, Objective, ParameterRole, Settings};
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
 
@@ -176,7 +177,323 @@ fn engine_selftest_rust(
     Ok(record_columns(&records, ("checksum", r!(checksum))))
 }
 
+fn index_column(values: Vec<i32>, name: &str) -> Result<Vec<usize>> {
+    values
+        .into_iter()
+        .map(|v| usize::try_from(v).map_err(|_| input_error(format!("negative index in `{name}`"))))
+        .collect()
+}
+
+fn decode_model(bytes: &Raw) -> Result<Model> {
+    Model::from_bytes(bytes.as_slice()).map_err(input_error)
+}
+
+/// Build a model from coded token columns and return its bytes.
+/// Levels are coded from 0; `factor_codes` holds one column per factor,
+/// column-major; `time_series` is the 0-based factor index or -1.
+/// @keywords internal
+/// @noRd
+#[extendr]
+#[allow(clippy::too_many_arguments)]
+fn model_build_rust(
+    count: Vec<f64>,
+    bin: Vec<i32>,
+    context: Vec<i32>,
+    species: Vec<i32>,
+    ran: Vec<i32>,
+    factor_codes: Vec<i32>,
+    context_levels: Vec<String>,
+    species_levels: Vec<String>,
+    ran_levels: Vec<String>,
+    factor_names: Vec<String>,
+    factor_levels: List,
+    time_series: i32,
+    bins: i32,
+    degrees: Vec<i32>,
+    warp_precision: f64,
+    buffer_factor: f64,
+    max_penalty_at_distance_factor: f64,
+    round_none: bool,
+) -> Result<Raw> {
+    let n = count.len();
+    if factor_codes.len() != n * factor_names.len() || factor_levels.len() != factor_names.len() {
+        return Err(input_error("fixed-effect codes do not match the factors"));
+    }
+    let mut factors = Vec::with_capacity(factor_names.len());
+    for (f, (name, levels)) in factor_names.iter().zip(factor_levels.values()).enumerate() {
+        let levels: Vec<String> = levels
+            .as_string_vector()
+            .ok_or_else(|| input_error(format!("levels of factor `{name}` must be strings")))?;
+        factors.push(if f as i32 == time_series {
+            Factor::time_series(name.clone(), levels)
+        } else {
+            Factor::new(name.clone(), levels)
+        });
+    }
+    let design =
+        Design::new(context_levels, species_levels, ran_levels, factors).map_err(input_error)?;
+    let tokens = CodedTokens {
+        count,
+        bin,
+        context: index_column(context, "context")?,
+        species: index_column(species, "species")?,
+        ran: index_column(ran, "ran")?,
+        factor_levels: factor_codes
+            .chunks(n.max(1))
+            .take(factor_names.len())
+            .map(|column| index_column(column.to_vec(), "fixed effects"))
+            .collect::<Result<_>>()?,
+    };
+    let settings = Settings {
+        warp_precision,
+        buffer_factor,
+        max_penalty_at_distance_factor,
+    };
+    let bins = usize::try_from(bins).map_err(|_| input_error("`bins` must be positive"))?;
+    let degrees = index_column(degrees, "degrees")?;
+    let model = model::build_model(design, bins, degrees, settings, round_none, &tokens)
+        .map_err(input_error)?;
+    Ok(Raw::from_bytes(&model.to_bytes().map_err(input_error)?))
+}
+
+/// Describe a model: parameters, treatments, weights, summed table, dispersion.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn model_describe_rust(bytes: Raw) -> Result<List> {
+    let model = decode_model(&bytes)?;
+    let design = model.design();
+    let table = model.table();
+    let shape = table.shape();
+    let ran_blocks = table.ran_blocks();
+
+    let roles = model.layout().roles();
+    let role_column = |f: &dyn Fn(&ParameterRole) -> Option<String>| -> Vec<Option<String>> {
+        roles.iter().map(f).collect()
+    };
+    let parameters = List::from_pairs(vec![
+        ("name", r!(model.parameter_names())),
+        (
+            "role",
+            r!(role_column(&|r| Some(match r {
+                ParameterRole::Beta { treatment: 0, .. } => "baseline".into(),
+                ParameterRole::Beta { .. } => "beta".into(),
+                ParameterRole::Warp { .. } => "warp".into(),
+            }))),
+        ),
+        (
+            "component",
+            r!(role_column(&|r| Some(match r {
+                ParameterRole::Beta { component, .. } => component.name().into(),
+                ParameterRole::Warp { kind, .. } => kind.name().into(),
+            }))),
+        ),
+        (
+            "context",
+            r!(role_column(&|r| match r {
+                ParameterRole::Beta { context, .. } => Some(design.contexts()[*context].clone()),
+                ParameterRole::Warp { .. } => None,
+            })),
+        ),
+        (
+            "species",
+            r!(role_column(&|r| match r {
+                ParameterRole::Beta { species, .. } | ParameterRole::Warp { species, .. } => {
+                    Some(design.species()[*species].clone())
+                }
+            })),
+        ),
+        (
+            "block",
+            r!(roles
+                .iter()
+                .map(|r| match r {
+                    ParameterRole::Beta { block, .. } => Some(*block as i32 + 1),
+                    ParameterRole::Warp { .. } => None,
+                })
+                .collect::<Vec<_>>()),
+        ),
+        (
+            "treatment",
+            r!(role_column(&|r| match r {
+                ParameterRole::Beta { treatment, .. } => {
+                    Some(design.treatments()[*treatment].name.clone())
+                }
+                ParameterRole::Warp { .. } => None,
+            })),
+        ),
+        (
+            "ran",
+            r!(role_column(&|r| match r {
+                ParameterRole::Warp { ran, .. } => Some(design.ran_levels()[*ran].clone()),
+                ParameterRole::Beta { .. } => None,
+            })),
+        ),
+    ]);
+
+    let rows = table.row_count();
+    let (mut ran, mut context, mut species, mut treatment, mut bin) = (
+        Vec::with_capacity(rows),
+        Vec::with_capacity(rows),
+        Vec::with_capacity(rows),
+        Vec::with_capacity(rows),
+        Vec::with_capacity(rows),
+    );
+    let treatment_names = design.treatment_names();
+    for block in 0..ran_blocks.count() {
+        let ran_label = ran_blocks
+            .real_of_block(block)
+            .map_or("none", |r| design.ran_levels()[r].as_str());
+        for c in 0..shape.contexts {
+            for s in 0..shape.species {
+                for treatment_name in &treatment_names {
+                    for b in 1..=shape.bins {
+                        ran.push(ran_label);
+                        context.push(design.contexts()[c].as_str());
+                        species.push(design.species()[s].as_str());
+                        treatment.push(treatment_name.as_str());
+                        bin.push(b as i32);
+                    }
+                }
+            }
+        }
+    }
+    let summed = List::from_pairs(vec![
+        ("ran", r!(ran)),
+        ("context", r!(context)),
+        ("species", r!(species)),
+        ("treatment", r!(treatment)),
+        ("bin", r!(bin)),
+        ("count", r!(table.count())),
+        ("count_log", r!(table.count_log())),
+        ("observed", r!(table.observed().to_vec())),
+    ]);
+    // For each factor, the level every treatment has.
+    let treatment_levels =
+        List::from_values(design.factors().iter().enumerate().map(|(f, factor)| {
+            design
+                .treatments()
+                .iter()
+                .map(|t| factor.levels[t.levels[f]].clone())
+                .collect::<Vec<String>>()
+        }));
+    let factor_levels = List::from_values(design.factors().iter().map(|f| f.levels.clone()));
+    let factor_names: Vec<String> = design.factors().iter().map(|f| f.name.clone()).collect();
+    let time_series: Vec<String> = design
+        .factors()
+        .iter()
+        .filter(|f| f.is_time_series)
+        .map(|f| f.name.clone())
+        .collect();
+    Ok(list!(
+        parameters = parameters,
+        treatments = treatment_names.clone(),
+        factor_names = factor_names,
+        factor_levels = factor_levels,
+        time_series = time_series,
+        treatment_levels = treatment_levels,
+        weights = design.weights().to_vec(),
+        contexts = design.contexts().to_vec(),
+        species = design.species().to_vec(),
+        ran_levels = design.ran_levels().to_vec(),
+        has_none = ran_blocks.has_population_block(),
+        bins = shape.bins as i32,
+        degrees = model
+            .structure()
+            .degrees()
+            .iter()
+            .map(|&d| d as i32)
+            .collect::<Vec<_>>(),
+        summed = summed,
+        dispersion = table.dispersions().to_vec()
+    ))
+}
+
+/// Objective value, parts, gradient and boundary distances at `x`, with the
+/// barrier anchored at `start`.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn model_objective_rust(bytes: Raw, x: Vec<f64>, start: Vec<f64>) -> Result<List> {
+    let model = decode_model(&bytes)?;
+    let mut objective = Objective::new(&model);
+    objective
+        .set_penalty_coefficients(&start)
+        .map_err(input_error)?;
+    let mut gradient = vec![0.0; x.len()];
+    let value = objective
+        .value_and_gradient(&x, &mut gradient)
+        .map_err(input_error)?;
+    let nll = objective.nll(&x).map_err(input_error)?;
+    let penalty = objective.penalty(&x).map_err(input_error)?;
+    let distances = objective
+        .boundary_distances(&x)
+        .map_err(input_error)?
+        .to_vec();
+    Ok(list!(
+        value = value,
+        nll = nll,
+        penalty = penalty,
+        gradient = gradient,
+        distances = distances
+    ))
+}
+
+/// Predicted log rates (`pred.log`) for every summed row.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn model_predict_rust(bytes: Raw, x: Vec<f64>) -> Result<Vec<f64>> {
+    let model = decode_model(&bytes)?;
+    let mut predictions = vec![0.0; model.table().row_count()];
+    Objective::new(&model)
+        .predict_log(&x, &mut predictions)
+        .map_err(input_error)?;
+    Ok(predictions)
+}
+
+/// Whether `x` is feasible: every boundary distance positive and every
+/// predicted log rate finite and at least -0.01.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn model_is_feasible_rust(bytes: Raw, x: Vec<f64>) -> Result<bool> {
+    let model = decode_model(&bytes)?;
+    let mut predictions = vec![0.0; model.table().row_count()];
+    Objective::new(&model)
+        .is_feasible(&x, &mut predictions)
+        .map_err(input_error)
+}
+
+/// Seconds per value-and-gradient evaluation, timed inside Rust over `repeats` calls.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn model_time_evaluation_rust(bytes: Raw, x: Vec<f64>, repeats: i32) -> Result<Vec<f64>> {
+    let model = decode_model(&bytes)?;
+    let mut objective = Objective::new(&model);
+    objective
+        .set_penalty_coefficients(&x)
+        .map_err(input_error)?;
+    let mut gradient = vec![0.0; x.len()];
+    let mut seconds = Vec::new();
+    for _ in 0..repeats.max(1) {
+        let started = std::time::Instant::now();
+        objective
+            .value_and_gradient(&x, &mut gradient)
+            .map_err(input_error)?;
+        seconds.push(started.elapsed().as_secs_f64());
+    }
+    Ok(seconds)
+}
+
 extendr_module! {
     mod wispack;
     fn engine_selftest_rust;
+    fn model_build_rust;
+    fn model_describe_rust;
+    fn model_objective_rust;
+    fn model_predict_rust;
+    fn model_is_feasible_rust;
+    fn model_time_evaluation_rust;
 }

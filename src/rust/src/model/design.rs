@@ -637,44 +637,98 @@ impl ParameterLayout {
         self.ran_blocks.count() * self.treatments * per_curve
     }
 
-    /// Parameter names in layout order.
-    pub fn names(&self, design: &Design) -> Vec<String> {
-        let mut names = vec![String::new(); self.len];
-        let treatments = design.treatments();
+    /// What every parameter is, in layout order.
+    pub fn roles(&self) -> Vec<ParameterRole> {
+        let placeholder = ParameterRole::Warp {
+            kind: WarpKind::Point,
+            species: 0,
+            ran: 0,
+        };
+        let mut roles = vec![placeholder; self.len];
         for component in Component::ALL {
-            for (c, context) in design.contexts().iter().enumerate() {
-                for (s, species) in design.species().iter().enumerate() {
-                    let Some(start) = self.beta_start(component, c, s) else {
+            for context in 0..self.contexts {
+                for species in 0..self.species {
+                    let Some(start) = self.beta_start(component, context, species) else {
                         continue;
                     };
-                    let blocks = component.count(self.degree(c, s));
-                    for k in 0..blocks {
-                        for (i, treatment) in treatments.iter().enumerate() {
-                            let mc = component.name();
-                            let block = k + 1;
-                            names[start + k * self.treatments + i] = if i == 0 {
-                                format!("baseline_{context}_{mc}_{species}_Tns/Blk{block}")
-                            } else {
-                                let trt = &treatment.name;
-                                format!("beta_{mc}_{context}_{species}_{trt}_X_Tns/Blk{block}")
-                            };
+                    for block in 0..component.count(self.degree(context, species)) {
+                        for treatment in 0..self.treatments {
+                            roles[start + block * self.treatments + treatment] =
+                                ParameterRole::Beta {
+                                    component,
+                                    context,
+                                    species,
+                                    block,
+                                    treatment,
+                                };
                         }
                     }
                 }
             }
         }
-        for (s, species) in design.species().iter().enumerate() {
-            for r in 0..self.ran_blocks.warped_levels() {
-                let ran = &design.ran_levels()[r];
+        for species in 0..self.species {
+            for ran in 0..self.ran_blocks.warped_levels() {
                 for kind in WarpKind::ALL {
-                    if let Some(index) = self.warp_index(kind, s, r) {
-                        names[index] = format!("wfactor_{}_{ran}_X_{species}", kind.name());
+                    if let Some(index) = self.warp_index(kind, species, ran) {
+                        roles[index] = ParameterRole::Warp { kind, species, ran };
                     }
                 }
             }
         }
-        names
+        roles
     }
+
+    /// Parameter names in layout order (§2.7).
+    pub fn names(&self, design: &Design) -> Vec<String> {
+        self.roles()
+            .into_iter()
+            .map(|role| match role {
+                ParameterRole::Beta {
+                    component,
+                    context,
+                    species,
+                    block,
+                    treatment,
+                } => {
+                    let mc = component.name();
+                    let context = &design.contexts()[context];
+                    let species = &design.species()[species];
+                    let block = block + 1;
+                    if treatment == 0 {
+                        format!("baseline_{context}_{mc}_{species}_Tns/Blk{block}")
+                    } else {
+                        let trt = &design.treatments()[treatment].name;
+                        format!("beta_{mc}_{context}_{species}_{trt}_X_Tns/Blk{block}")
+                    }
+                }
+                ParameterRole::Warp { kind, species, ran } => format!(
+                    "wfactor_{}_{}_X_{}",
+                    kind.name(),
+                    design.ran_levels()[ran],
+                    design.species()[species]
+                ),
+            })
+            .collect()
+    }
+}
+
+/// The meaning of one entry of the parameter vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParameterRole {
+    /// β of a curve component; treatment 0 is the baseline, block counts from 0.
+    Beta {
+        component: Component,
+        context: usize,
+        species: usize,
+        block: usize,
+        treatment: usize,
+    },
+    /// A warping factor of real ran level `ran` (from 0) and a species.
+    Warp {
+        kind: WarpKind,
+        species: usize,
+        ran: usize,
+    },
 }
 
 /// Boundary distances of one block: d slopes, d+1 gaps and d+1 rates, or a

@@ -7,13 +7,15 @@
 //! - [`objective`]: the [`Model`] and its nll, penalty and analytic gradient;
 //! - [`special`]: ln Γ and ψ.
 
+pub mod build;
 pub mod curve;
 pub mod design;
 pub mod objective;
 pub mod special;
 pub mod table;
 
-pub use design::{Component, Design, Factor, ParameterLayout, Structure, WarpKind};
+pub use build::{build_model, CodedTokens};
+pub use design::{Component, Design, Factor, ParameterLayout, ParameterRole, Structure, WarpKind};
 pub use objective::{Model, Objective, Settings};
 pub use table::{SummedTable, TableShape, TokenColumns};
 

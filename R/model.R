@@ -1,0 +1,131 @@
+# Internal entry points to the Rust model core. wisp() builds on these; the
+# tests and benchmarks use them directly.
+
+#' Sorted levels of a column
+#'
+#' Numeric columns sort numerically, others in C-locale byte order, so level
+#' order (and with it the reference level) never depends on the user's locale.
+#' @keywords internal
+#' @noRd
+sorted_levels <- function(x) {
+  x <- x[!is.na(x)]
+  if (is.numeric(x)) as.character(sort(unique(x))) else sort(unique(as.character(x)), method = "radix")
+}
+
+default_model_settings <- function() {
+  list(buffer_factor = 0.05, warp_precision = 1e-7, max_penalty_at_distance_factor = 0.01,
+       round_none = TRUE)
+}
+
+#' Build a model from token rows
+#'
+#' @param tokens A data.frame with columns `count`, `bin`, `context`,
+#'   `species`, `ran` and the fixed-effect columns.
+#' @param fixed_effects Names of the fixed-effect columns, in factor order.
+#' @param time_series The fixed effect that is an ordered time series, or NULL.
+#' @param degrees Number of transitions per (context, species): an integer
+#'   matrix with rows named by context and columns by species, or one integer
+#'   for every pair.
+#' @param settings A list overriding `buffer_factor`, `warp_precision`,
+#'   `max_penalty_at_distance_factor`, `round_none`.
+#' @param bins Number of bins B (default: the largest bin).
+#' @return An object of class `"wisp_model"`: `bytes` (the serialised Rust
+#'   model), `parameters` (one row per parameter: `name, role, component,
+#'   context, species, block, treatment, ran`), `parameter_names`,
+#'   `treatments`, `fixed_levels` (levels per factor), `time_series`,
+#'   `treatment_levels` (per factor, the level of each treatment), `weights` (W), `contexts`, `species`, `ran_levels`
+#'   (`"none"` first when there are several real levels), `bins`, `degrees`,
+#'   `summed` (the summed table) and `dispersion` (species × context).
+#' @keywords internal
+#' @noRd
+model_build <- function(tokens, fixed_effects = character(), time_series = NULL,
+                        degrees = 0L, settings = list(), bins = NULL) {
+  settings <- utils::modifyList(default_model_settings(), settings)
+  contexts <- sorted_levels(tokens$context)
+  species <- sorted_levels(tokens$species)
+  ran_levels <- sorted_levels(tokens$ran)
+  factor_levels <- lapply(fixed_effects, function(f) sorted_levels(tokens[[f]]))
+  names(factor_levels) <- fixed_effects
+  code <- function(x, levels) match(as.character(x), levels) - 1L
+  factor_codes <- unlist(lapply(fixed_effects, function(f) code(tokens[[f]], factor_levels[[f]])),
+                         use.names = FALSE)
+  if (is.null(bins)) bins <- max(tokens$bin)
+  degrees <- degree_matrix(degrees, contexts, species)
+  time_series_index <- if (is.null(time_series)) -1L else match(time_series, fixed_effects) - 1L
+
+  bytes <- model_build_rust(
+    as.double(tokens$count), as.integer(tokens$bin),
+    code(tokens$context, contexts), code(tokens$species, species), code(tokens$ran, ran_levels),
+    as.integer(factor_codes), contexts, species, ran_levels, as.character(fixed_effects),
+    unname(factor_levels), as.integer(time_series_index), as.integer(bins),
+    as.integer(t(degrees)), as.double(settings$warp_precision),
+    as.double(settings$buffer_factor), as.double(settings$max_penalty_at_distance_factor),
+    isTRUE(settings$round_none)
+  )
+  model_from_bytes(bytes, settings)
+}
+
+degree_matrix <- function(degrees, contexts, species) {
+  if (is.matrix(degrees)) {
+    degrees <- degrees[contexts, species, drop = FALSE]
+  } else {
+    degrees <- matrix(as.integer(degrees), length(contexts), length(species))
+  }
+  storage.mode(degrees) <- "integer"
+  dimnames(degrees) <- list(contexts, species)
+  degrees
+}
+
+#' Rebuild the R description of a model from its bytes
+#' @keywords internal
+#' @noRd
+model_from_bytes <- function(bytes, settings = default_model_settings()) {
+  d <- model_describe_rust(bytes)
+  n_treatments <- length(d$treatments)
+  structure(list(
+    bytes = bytes,
+    parameters = as.data.frame(d$parameters, stringsAsFactors = FALSE),
+    parameter_names = d$parameters$name,
+    treatments = d$treatments,
+    fixed_levels = stats::setNames(d$factor_levels, d$factor_names),
+    time_series = if (length(d$time_series)) d$time_series else NULL,
+    treatment_levels = stats::setNames(d$treatment_levels, d$factor_names),
+    weights = matrix(d$weights, n_treatments, n_treatments, byrow = TRUE,
+                     dimnames = list(d$treatments, d$treatments)),
+    contexts = d$contexts,
+    species = d$species,
+    ran_levels = c(if (d$has_none) "none", d$ran_levels),
+    bins = d$bins,
+    degrees = matrix(d$degrees, length(d$contexts), length(d$species), byrow = TRUE,
+                     dimnames = list(d$contexts, d$species)),
+    summed = as.data.frame(d$summed, stringsAsFactors = FALSE),
+    dispersion = matrix(d$dispersion, length(d$species), length(d$contexts),
+                        dimnames = list(d$species, d$contexts)),
+    settings = settings
+  ), class = "wisp_model")
+}
+
+#' Objective, its parts and gradient at a parameter vector
+#'
+#' The barrier penalty is anchored at `start` (spec section 2.6).
+#' @return A list with `value` (nll + penalty), `nll`, `penalty`, `gradient`
+#'   and the boundary `distances`.
+#' @keywords internal
+#' @noRd
+model_objective <- function(model, x, start = x) {
+  model_objective_rust(model$bytes, as.double(x), as.double(start))
+}
+
+#' Predicted log rates for every summed row
+#' @keywords internal
+#' @noRd
+model_predict <- function(model, x) {
+  model_predict_rust(model$bytes, as.double(x))
+}
+
+#' Whether a parameter vector is feasible (spec section 3.2)
+#' @keywords internal
+#' @noRd
+model_is_feasible <- function(model, x) {
+  model_is_feasible_rust(model$bytes, as.double(x))
+}
