@@ -1,0 +1,196 @@
+# Turning the user's count data into validated token columns.
+
+column_roles <- c("count", "bin", "context", "species", "ran")
+variable_roles <- c(column_roles, "timeseries", "fixedeffects")
+
+#' Map the user's columns onto the model's roles and validate them
+#'
+#' Returns a list with `tokens` (a data.frame with columns `count, bin,
+#' context, species, ran` and the fixed effects, under the user's fixed-effect
+#' names), `fixed_effects` (names, in order), `time_series` (name or NULL) and
+#' `dropped_na` (number of tokens dropped for an NA count).
+#' Every problem is an error of class `wisp_input_error` naming the column.
+#' @keywords internal
+#' @noRd
+prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
+                               call = sys.call(-1)) {
+  fail <- function(...) stop_input(..., call = call)
+  if (!is.data.frame(count.data)) {
+    fail("`count.data` must be a data.frame, not ", class(count.data)[1], ".")
+  }
+  if (nrow(count.data) == 0L) fail("`count.data` has no rows.")
+  variables <- check_variables(variables, names(count.data), fail)
+
+  # A role left unmapped whose default column is absent gets a constant
+  # column (spec section 1.1); count and bin must exist.
+  source_of <- function(role) if (!is.null(variables[[role]])) variables[[role]] else role
+  sources <- vapply(column_roles, source_of, "")
+  used <- sources[sources %in% names(count.data)]
+  twice <- unique(used[duplicated(used)])
+  if (length(twice)) {
+    fail("column '", twice[1], "' serves more than one role (",
+         paste(names(used)[used == twice[1]], collapse = " and "), "); map each role to its ",
+         "own column in `variables`.")
+  }
+  tokens <- list()
+  for (role in column_roles) {
+    column <- source_of(role)
+    if (column %in% names(count.data)) {
+      tokens[[role]] <- count.data[[column]]
+    } else if (role %in% c("count", "bin")) {
+      fail("`count.data` has no column '", column, "' for the ", role,
+           " role; name it in `variables`, e.g. variables = list(", role, " = \"my_column\").")
+    } else {
+      tokens[[role]] <- rep(column, nrow(count.data))
+    }
+  }
+  claimed <- unique(c(vapply(column_roles, source_of, ""), variables$timeseries))
+  fixed_effects <- if (!is.null(variables$fixedeffects)) {
+    variables$fixedeffects
+  } else {
+    setdiff(names(count.data), claimed)
+  }
+  time_series <- variables$timeseries
+  if (!is.null(time_series) && !time_series %in% fixed_effects) {
+    fixed_effects <- c(fixed_effects, time_series)
+  }
+  for (f in fixed_effects) tokens[[f]] <- count.data[[f]]
+  tokens <- as.data.frame(tokens, stringsAsFactors = FALSE, optional = TRUE)
+  names(tokens) <- c(column_roles, fixed_effects)
+
+  count_column <- source_of("count")
+  count <- tokens$count
+  if (!is.numeric(count) || is.factor(count)) {
+    fail("column '", count_column, "' (count) must be numeric, not ", class(count)[1], ".")
+  }
+  bad <- function(mask, what) {
+    rows <- which(mask)
+    if (length(rows)) {
+      fail("column '", count_column, "' (count) has ", length(rows), " ", what, " value",
+           if (length(rows) > 1) "s", " (rows ", row_list(rows), "); counts must be ",
+           "non-negative whole numbers.")
+    }
+  }
+  bad(!is.na(count) & is.infinite(count), "infinite")
+  bad(!is.na(count) & count < 0, "negative")
+  bad(!is.na(count) & is.finite(count) & count != round(count), "non-integer")
+  dropped_na <- sum(is.na(count))
+  if (dropped_na > 0) {
+    warning(sprintf("Dropped %d token%s with an NA count in column '%s'.", dropped_na,
+                    if (dropped_na > 1) "s" else "", count_column), call. = FALSE)
+    tokens <- tokens[!is.na(count), , drop = FALSE]
+    if (nrow(tokens) == 0L) fail("every count in column '", count_column, "' is NA.")
+  }
+
+  bin_column <- source_of("bin")
+  bin <- tokens$bin
+  bad_bin <- !is.numeric(bin) | is.factor(bin)
+  if (bad_bin) fail("column '", bin_column, "' (bin) must hold positive whole numbers, not ",
+                    class(bin)[1], " values.")
+  rows <- which(is.na(bin) | !is.finite(bin) | bin < 1 | bin != round(bin))
+  if (length(rows)) {
+    fail("column '", bin_column, "' (bin) has ", length(rows), " value(s) that are not ",
+         "positive whole numbers (rows ", row_list(rows), ").")
+  }
+  if (max_bin > 0 && any(bin > max_bin)) {
+    rows <- which(bin > max_bin)
+    fail("column '", bin_column, "' (bin) has ", length(rows), " value(s) above ",
+         "model.settings$max_bin = ", max_bin, " (rows ", row_list(rows), ").")
+  }
+  tokens$bin <- as.integer(bin)
+
+  for (role in c("context", "species", "ran")) {
+    rows <- which(is.na(tokens[[role]]))
+    if (length(rows)) {
+      fail("column '", source_of(role), "' (", role, ") has ", length(rows), " NA value(s) (rows ",
+           row_list(rows), ").")
+    }
+    tokens[[role]] <- as.character(tokens[[role]])
+  }
+  if (any(tokens$ran == "none")) {
+    fail("column '", source_of("ran"), "' (ran) has a level named \"none\", which is reserved ",
+         "for the population-level curve; rename it.")
+  }
+  for (f in fixed_effects) {
+    values <- tokens[[f]]
+    rows <- which(is.na(values))
+    if (length(rows)) {
+      fail("fixed-effect column '", f, "' has ", length(rows), " NA value(s) (rows ",
+           row_list(rows), ").")
+    }
+    if (length(unique(values)) < 2) {
+      fail("fixed-effect column '", f, "' has only one level (", format(values[1]), "); a ",
+           "fixed effect needs at least 2. Drop it, or name the fixed effects in ",
+           "`variables$fixedeffects`.")
+    }
+    if (is.factor(values)) tokens[[f]] <- as.character(values)
+  }
+  check_treatments_have_data(tokens, fixed_effects, fail)
+
+  list(tokens = tokens, fixed_effects = fixed_effects, time_series = time_series,
+       dropped_na = dropped_na)
+}
+
+check_variables <- function(variables, columns, fail) {
+  if (!is.list(variables)) fail("`variables` must be a list mapping roles to column names.")
+  if (length(variables) && (is.null(names(variables)) || any(!nzchar(names(variables))))) {
+    fail("`variables` must be a named list, e.g. list(count = \"n\", species = \"gene\").")
+  }
+  unknown <- setdiff(names(variables), variable_roles)
+  if (length(unknown)) {
+    fail("`variables` has unknown role(s) ", paste0("'", unknown, "'", collapse = ", "),
+         "; roles are ", paste(variable_roles, collapse = ", "), ".")
+  }
+  for (role in names(variables)) {
+    value <- variables[[role]]
+    single <- role != "fixedeffects"
+    if (!is.character(value) || anyNA(value) || (single && length(value) != 1L)) {
+      fail("`variables$", role, "` must be ", if (single) "one column name" else "column names", ".")
+    }
+    missing <- setdiff(value, columns)
+    # context, species and ran may name a constant instead of a column.
+    if (length(missing) && !role %in% c("context", "species", "ran")) {
+      fail("`variables$", role, "` names column", if (length(missing) > 1) "s", " ",
+           paste0("'", missing, "'", collapse = ", "), " that count.data does not have.")
+    }
+  }
+  mapped <- unlist(variables[intersect(names(variables), c(column_roles, "timeseries"))])
+  mapped <- mapped[mapped %in% columns]
+  twice <- unique(mapped[duplicated(mapped)])
+  if (length(twice)) {
+    fail("column '", twice[1], "' is mapped to more than one role in `variables` (",
+         paste(names(mapped)[mapped == twice[1]], collapse = " and "), ").")
+  }
+  clash <- intersect(variables$fixedeffects, mapped[names(mapped) %in% column_roles])
+  if (length(clash)) fail("column '", clash[1], "' cannot be both a fixed effect and a ",
+                          names(mapped)[mapped == clash[1]][1], " column.")
+  variables
+}
+
+# Every combination of fixed-effect levels must have tokens: a treatment
+# without data cannot be estimated.
+check_treatments_have_data <- function(tokens, fixed_effects, fail) {
+  if (!length(fixed_effects)) return(invisible())
+  levels <- lapply(fixed_effects, function(f) sorted_levels(tokens[[f]]))
+  names(levels) <- fixed_effects
+  grid <- expand.grid(levels, stringsAsFactors = FALSE, KEEP.OUT.ATTRS = FALSE)
+  key <- function(frame) do.call(paste, c(lapply(frame, as.character), sep = "\r"))
+  present <- unique(key(tokens[fixed_effects]))
+  absent <- which(!key(grid) %in% present)
+  if (length(absent)) {
+    combos <- vapply(absent, function(i) {
+      paste(sprintf("%s = %s", fixed_effects, unlist(grid[i, ])), collapse = ", ")
+    }, "")
+    fail("no tokens for the treatment combination", if (length(combos) > 1) "s", " ",
+         paste0("(", utils::head(combos, 5), ")", collapse = "; "),
+         if (length(combos) > 5) sprintf(" and %d more", length(combos) - 5),
+         "; every combination of fixed-effect levels needs data.")
+  }
+  invisible()
+}
+
+row_list <- function(rows, show = 5) {
+  text <- paste(utils::head(rows, show), collapse = ", ")
+  if (length(rows) > show) text <- paste0(text, ", ...")
+  text
+}

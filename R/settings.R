@@ -1,0 +1,123 @@
+# Settings lists of wisp(): defaults and validation (spec section 7.1).
+
+wisp_default_model_settings <- function() {
+  list(
+    buffer_factor = 0.05, ctol = 1e-6, max_penalty_at_distance_factor = 0.01,
+    LRO_cost = "AIC", LROcutoff = 2.0, LROwindow_factor = 1.25,
+    rise_threshold_factor = 0.8, max_evals = 1000L, rng_seed = 42L,
+    warp_precision = 1e-7, round_none = TRUE, trtKO = "none", max_bin = 0,
+    LRO_method = "improved"
+  )
+}
+
+wisp_default_mcmc_settings <- function() {
+  list(MCMC.burnin = 0, MCMC.steps = 0, MCMC.step.size = 0.5, MCMC.prior = 1.0,
+       MCMC.neighbor.filter = 1)
+}
+
+wisp_default_plot_settings <- function() {
+  list(print.plots = TRUE, dim.bounds = c(), log.scale = FALSE, splitting_factor = c(),
+       CI_style = TRUE, splitting_factor_colors = c(120, 240), label_size = 5.5,
+       title_size = 20, axis_size = 12, legend_size = 10, count_size = 1.5,
+       count_jitter = 0.5, count.alpha.ran = 0.25, count.alpha.none = 0.25,
+       pred.alpha.ran = 0.9, pred.alpha.none = 1.0)
+}
+
+check_settings_names <- function(settings, defaults, what, call) {
+  if (!is.list(settings) || (length(settings) && is.null(names(settings)))) {
+    stop_input("`", what, "` must be a named list.", call = call)
+  }
+  unknown <- setdiff(names(settings), names(defaults))
+  if (length(unknown)) {
+    stop_input("`", what, "` has unknown setting", if (length(unknown) > 1) "s", " ",
+               paste0("'", unknown, "'", collapse = ", "), "; known settings are ",
+               paste(names(defaults), collapse = ", "), ".", call = call)
+  }
+}
+
+#' Validated model settings with defaults filled in
+#' @keywords internal
+#' @noRd
+wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
+  defaults <- wisp_default_model_settings()
+  check_settings_names(settings, defaults, "model.settings", call)
+  settings <- utils::modifyList(defaults, settings)
+  fail <- function(...) stop_input("model.settings$", ..., call = call)
+  positive <- c("buffer_factor", "ctol", "max_penalty_at_distance_factor", "LROcutoff",
+                "LROwindow_factor", "rise_threshold_factor", "max_evals", "warp_precision")
+  for (name in positive) {
+    value <- settings[[name]]
+    if (!is.numeric(value) || length(value) != 1L || is.na(value) || !is.finite(value) || value <= 0) {
+      fail(name, " must be one positive number, not ", describe_value(value), ".")
+    }
+  }
+  if (settings$buffer_factor >= 0.5) {
+    fail("buffer_factor must be below 0.5 (the buffer is a fraction of the bins), not ",
+         settings$buffer_factor, ".")
+  }
+  for (name in c("ctol", "max_penalty_at_distance_factor", "rise_threshold_factor", "warp_precision")) {
+    if (settings[[name]] > 1) {
+      warning(sprintf("model.settings$%s = %g is larger than 1; is that intended?", name,
+                      settings[[name]]), call. = FALSE)
+    }
+  }
+  if (settings$max_evals != round(settings$max_evals)) fail("max_evals must be a whole number.")
+  settings$max_evals <- as.integer(settings$max_evals)
+  seed <- settings$rng_seed
+  if (!is.numeric(seed) || length(seed) != 1L || is.na(seed) || seed != round(seed)) {
+    fail("rng_seed must be one whole number, not ", describe_value(seed), ".")
+  }
+  settings$rng_seed <- as.integer(seed)
+  if (!is.logical(settings$round_none) || length(settings$round_none) != 1L || is.na(settings$round_none)) {
+    fail("round_none must be TRUE or FALSE.")
+  }
+  cost <- settings$LRO_cost
+  if (!is.character(cost) || length(cost) != 1L || !cost %in% c("AIC", "BIC", "NLL", "none")) {
+    fail("LRO_cost must be \"AIC\", \"BIC\", \"NLL\" or \"none\", not ", describe_value(cost), ".")
+  }
+  method <- settings$LRO_method
+  if (!is.character(method) || length(method) != 1L || !method %in% c("improved", "original")) {
+    fail("LRO_method must be \"improved\" or \"original\", not ", describe_value(method), ".")
+  }
+  if (!identical(settings$trtKO, "none")) {
+    fail("trtKO is not supported yet: knock out treatments by removing their rows from ",
+         "count.data.")
+  }
+  max_bin <- settings$max_bin
+  if (!is.numeric(max_bin) || length(max_bin) != 1L || is.na(max_bin) || max_bin < 0 ||
+      max_bin != round(max_bin)) {
+    fail("max_bin must be 0 (use the largest bin) or a positive whole number.")
+  }
+  settings$inf_warp <- settings$warp_precision / .Machine$double.eps
+  settings
+}
+
+#' Validated MCMC settings: MCMC is not offered; the bootstrap is the route
+#' @keywords internal
+#' @noRd
+wisp_mcmc_settings <- function(settings = list(), call = sys.call(-1)) {
+  defaults <- wisp_default_mcmc_settings()
+  check_settings_names(settings, defaults, "MCMC.settings", call)
+  settings <- utils::modifyList(defaults, settings)
+  for (name in names(settings)) {
+    value <- settings[[name]]
+    if (!is.numeric(value) || length(value) != 1L || is.na(value) || value < 0) {
+      stop_input("MCMC.settings$", name, " must be one number >= 0.", call = call)
+    }
+  }
+  if (settings$MCMC.steps > 0 || settings$MCMC.burnin > 0) {
+    stop_input("MCMC is not offered by this wispack: its chains mix poorly (the original's ",
+               "documentation advises against them). Use the bootstrap instead: ",
+               "wisp(..., bootstraps.num = 1000).", call = call)
+  }
+  settings
+}
+
+#' Validated plot settings with defaults filled in
+#' @keywords internal
+#' @noRd
+wisp_plot_settings <- function(settings = list(), call = sys.call(-1)) {
+  defaults <- wisp_default_plot_settings()
+  check_settings_names(settings, defaults, "plot.settings", call)
+  utils::modifyList(defaults, settings)
+}
