@@ -1,0 +1,141 @@
+//! Deterministic synthetic data for the structure tests.
+
+use super::lro::SeriesMatrix;
+use crate::model::{Design, Factor, SummedTable, TableShape, TokenColumns};
+
+/// SplitMix64: tiny, deterministic, good enough for test data.
+pub struct SplitMix(pub u64);
+
+impl SplitMix {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in (0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// Standard normal (Box–Muller).
+    pub fn normal(&mut self) -> f64 {
+        let (u, v) = (self.uniform(), self.uniform());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+
+    /// Poisson: Knuth's method for small means, a rounded normal above 200.
+    pub fn poisson(&mut self, mean: f64) -> f64 {
+        if mean > 200.0 {
+            return (mean + mean.sqrt() * self.normal()).round().max(0.0);
+        }
+        let limit = (-mean).exp();
+        let mut product = self.uniform();
+        let mut draws = 0.0;
+        while product > limit {
+            product *= self.uniform();
+            draws += 1.0;
+        }
+        draws
+    }
+}
+
+/// A poly-sigmoid on the log1p scale: levels R_1..R_{d+1}, points and slopes.
+#[derive(Clone, Debug)]
+pub struct Curve {
+    pub levels: Vec<f64>,
+    pub points: Vec<f64>,
+    pub slopes: Vec<f64>,
+}
+
+impl Curve {
+    pub fn at(&self, x: f64) -> f64 {
+        let mut value = self.levels[0];
+        for k in 0..self.points.len() {
+            let u = self.slopes[k] * (x - self.points[k]);
+            value += (self.levels[k + 1] - self.levels[k]) / (1.0 + (-u).exp());
+        }
+        value
+    }
+
+    /// Ψ(b) for b = 1..=B.
+    pub fn series(&self, bins: usize) -> Vec<f64> {
+        (1..=bins).map(|b| self.at(b as f64)).collect()
+    }
+}
+
+/// Single-column series matrix: the curve plus N(0, sd) noise.
+pub fn noisy_series(curve: &Curve, bins: usize, sd: f64, seed: u64) -> SeriesMatrix {
+    let mut rng = SplitMix(seed);
+    let column = curve
+        .series(bins)
+        .into_iter()
+        .map(|v| v + sd * rng.normal())
+        .collect();
+    SeriesMatrix {
+        bins,
+        columns: vec![column],
+        keys: vec![(0, 0)],
+    }
+}
+
+fn labels(prefix: &str, count: usize) -> Vec<String> {
+    (1..=count).map(|i| format!("{prefix}{i}")).collect()
+}
+
+/// A table with one context, `curves.len()` species, `ran_levels` mice and
+/// one binary factor (T = 2). `curves[s][t]` is the true log1p-rate curve of
+/// species s under treatment t; each mouse's counts are Poisson around it,
+/// with a per-mouse log-scale jitter of sd 0.05.
+pub fn poisson_table(
+    curves: &[[Curve; 2]],
+    bins: usize,
+    ran_levels: usize,
+    seed: u64,
+) -> (SummedTable, Design) {
+    let mut rng = SplitMix(seed);
+    let design = Design::new(
+        labels("ctx", 1),
+        labels("gene", curves.len()),
+        labels("mouse", ran_levels),
+        vec![Factor::new("genotype", vec!["wt".into(), "ko".into()])],
+    )
+    .expect("valid design");
+    let (mut count, mut bin, mut context, mut species, mut ran, mut treatment) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    for (s, pair) in curves.iter().enumerate() {
+        for r in 0..ran_levels {
+            let jitter = 0.05 * rng.normal();
+            for (t, curve) in pair.iter().enumerate() {
+                for b in 1..=bins {
+                    let rate = (curve.at(b as f64) + jitter).exp_m1().max(0.0);
+                    count.push(rng.poisson(rate));
+                    bin.push(b as i32);
+                    context.push(0);
+                    species.push(s);
+                    ran.push(r);
+                    treatment.push(t);
+                }
+            }
+        }
+    }
+    let shape = TableShape {
+        bins,
+        contexts: 1,
+        species: curves.len(),
+        ran_levels,
+        treatments: 2,
+    };
+    let tokens = TokenColumns {
+        count: &count,
+        bin: &bin,
+        context: &context,
+        species: &species,
+        ran: &ran,
+        treatment: &treatment,
+    };
+    let table = SummedTable::new(shape, tokens, true).expect("valid table");
+    (table, design)
+}
