@@ -8,6 +8,7 @@ use extendr_api::Result;
 pub mod engine;
 pub mod fit;
 pub mod model;
+pub mod pipeline;
 pub mod selftest;
 pub mod streams;
 pub mod structure;

@@ -23,9 +23,10 @@ pub use init::{count_log_average, initial_parameters, initial_parameters_with_st
 
 use crate::model::{Design, Structure, SummedTable};
 use lro::{PassRatios, SeriesMatrix};
+use serde::{Deserialize, Serialize};
 
 /// How change points are chosen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum DetectionMethod {
     /// Upstream's LRO procedure (§3.1) with the §9 fixes only.
     Original,
@@ -36,7 +37,7 @@ pub enum DetectionMethod {
 }
 
 /// Settings of the structure step (§3.3 defaults).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DetectionSettings {
     /// Buffer = ceil(B · buffer_factor); also scales the LRO window.
     pub buffer_factor: f64,
@@ -95,7 +96,7 @@ impl DetectionSettings {
 }
 
 /// Result of the structure step.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DetectedStructure {
     /// The degree of every curve.
     pub structure: Structure,
