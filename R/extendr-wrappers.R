@@ -44,4 +44,31 @@ model_is_feasible_rust <- function(bytes, x) .Call(wrap__model_is_feasible_rust,
 #' @noRd
 model_time_evaluation_rust <- function(bytes, x, repeats) .Call(wrap__model_time_evaluation_rust, bytes, x, repeats)
 
+#' Detect the structure of a model's data, then fit it.
+#' @keywords internal
+#' @noRd
+wisp_fit_rust <- function(bytes, window, cutoff, method, buffer_factor, ctol, max_evals, seed) .Call(wrap__wisp_fit_rust, bytes, window, cutoff, method, buffer_factor, ctol, max_evals, seed)
+
+#' The LRO grid search: every (window factor, cutoff) pair detected, each
+#' distinct structure fitted once in a forked child.
+#' @keywords internal
+#' @noRd
+wisp_grid_search_rust <- function(bytes, method, buffer_factor, ctol, max_evals, seed, workers) .Call(wrap__wisp_grid_search_rust, bytes, method, buffer_factor, ctol, max_evals, seed, workers)
+
+#' Bootstrap replicates on the fork engine.
+#' @keywords internal
+#' @noRd
+bootstrap_fork_rust <- function(plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result) .Call(wrap__bootstrap_fork_rust, plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result)
+
+#' One bootstrap replicate in this process (serial, mclapply and future paths).
+#' @keywords internal
+#' @noRd
+bootstrap_replicate_rust <- function(plan, seed, replicate, trim_memory) .Call(wrap__bootstrap_replicate_rust, plan, seed, replicate, trim_memory)
+
+#' Per summed row, quantiles of the predicted log rate over parameter
+#' samples (`samples`: one parameter vector after another).
+#' @keywords internal
+#' @noRd
+model_prediction_bands_rust <- function(bytes, samples, probabilities) .Call(wrap__model_prediction_bands_rust, bytes, samples, probabilities)
+
 # nolint end

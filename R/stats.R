@@ -70,3 +70,85 @@ parameter_statistics <- function(estimates, replicates, tested, alpha = 0.05,
              p.value.adj = p_adj, alpha.adj = alpha_adj, significance = significance,
              stringsAsFactors = FALSE, row.names = NULL)
 }
+
+# Runs the bootstrap for wisp() and attaches it with its statistics.
+wisp_bootstrap_statistics <- function(result, bootstraps.num, max.fork, use.median,
+                                      converged.only, seed, verbose) {
+  started <- proc.time()[["elapsed"]]
+  boot <- bs_batch(result, bootstraps.num, max.fork, seed = seed,
+                   progress = verbose && interactive())
+  if (verbose) {
+    d <- boot$diagnostics
+    message(sprintf("Bootstrap: %d replicates on %d worker%s, %d converged, %d failed (%.1f s).",
+                    bootstraps.num, max.fork, if (max.fork > 1) "s" else "",
+                    sum(d$converged %in% TRUE), sum(!d$ok), proc.time()[["elapsed"]] - started))
+  }
+  attach_bootstrap(result, boot, use.median = use.median, converged.only = converged.only)
+}
+
+#' Attach a bootstrap and its statistics to a fit
+#'
+#' @param result A `"wisp"` object.
+#' @param boot A `"wisp_bootstrap"` of it.
+#' @param alpha Family-wise error rate.
+#' @param adjustment `"holm"` or `"bonferroni"`.
+#' @keywords internal
+#' @noRd
+attach_bootstrap <- function(result, boot, use.median = FALSE, converged.only = TRUE,
+                             alpha = 0.05, adjustment = "holm") {
+  d <- boot$diagnostics
+  converged <- d$converged %in% TRUE
+  if (mean(converged) < 0.9) {
+    warning(sprintf("only %d of %d bootstrap replicates converged (%.0f %%)%s", sum(converged),
+                    nrow(d), 100 * mean(converged),
+                    if (converged.only) "; statistics use the converged ones" else ""),
+            call. = FALSE)
+  }
+  if (sum(result$grouping.variables$ran.lvls != "none") == 1L) {
+    warning("there is a single random level: the bootstrap resamples cells within it, so the ",
+            "intervals reflect cell-to-cell variation only, not variation between animals.",
+            call. = FALSE)
+  }
+  use <- d$ok & (!converged.only | converged)
+  replicates <- boot$t[use, , drop = FALSE]
+  if (nrow(replicates) < 2) {
+    stop("fewer than 2 usable bootstrap replicates; no statistics can be computed",
+         call. = FALSE)
+  }
+  tested <- result$parameters$role == "beta"
+  needed <- ceiling(sum(tested) / alpha)
+  if (nrow(replicates) < needed) {
+    warning(sprintf(paste0("%d usable replicates for %d tested effects: at least m/alpha = %d ",
+                           "are recommended for adjusted p-values to reach significance"),
+                    nrow(replicates), sum(tested), needed), call. = FALSE)
+  }
+  if (use.median) {
+    medians <- apply(replicates, 2, stats::median)
+    names(medians) <- names(result$fitted.parameters)
+    result$fitted.parameters <- medians
+    model <- model_from_bytes(result$model, result$settings)
+    pred_log <- model_predict(model, medians)
+    result$count.data.summed$pred.log <- pred_log
+    result$count.data.summed$pred <- exp(pred_log) - 1
+  }
+  result$stats <- list(
+    parameters = parameter_statistics(result$fitted.parameters, replicates, tested, alpha,
+                                      adjustment),
+    alpha = alpha, adjustment = adjustment, replicates.used = nrow(replicates)
+  )
+  bands <- model_prediction_bands_rust(result$model, as.vector(t(replicates)),
+                                       c(0.025, 0.975))
+  result$count.data.summed$pred.low <- bands[[1]]
+  result$count.data.summed$pred.high <- bands[[2]]
+  result$bootstrap <- boot
+  result$sample.params.type <- "bs"
+  # The original's layout: replicates, then the estimates as the last row.
+  result$sample.params.bs <- rbind(boot$t, estimate = result$fitted.parameters)
+  result$diagnostics.bs <- data.frame(
+    pen.neg.value = d$pen.neg.value, neg.loglik = d$neg.loglik,
+    success.code = ifelse(!d$ok, NA_integer_, ifelse(converged, 3L,
+                   ifelse(d$code %in% "evaluation limit", 5L, 0L))),
+    num.evals = d$num.evals
+  )
+  result
+}

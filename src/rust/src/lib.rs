@@ -5,6 +5,7 @@ use extendr_api::prelude::*;
 // extendr-api 0.9: the prelude no longer re-exports the `Result<T>` alias.
 use extendr_api::Result;
 
+pub mod bootstrap;
 pub mod engine;
 pub mod fit;
 pub mod model;
@@ -13,10 +14,13 @@ pub mod selftest;
 pub mod streams;
 pub mod structure;
 
+use bootstrap::BootstrapPlan;
 use engine::{Failure, PoolOptions, TaskRecord};
+use fit::{FitResult, FitSettings};
 use model::{CodedTokens, Design, Factor, Model, Objective, ParameterRole, Settings};
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
+use structure::{DetectionMethod, DetectionSettings};
 
 // Not exposed by extendr-ffi 0.9; both are exported by libR.
 extern "C" {
@@ -488,6 +492,367 @@ fn model_time_evaluation_rust(bytes: Raw, x: Vec<f64>, repeats: i32) -> Result<V
     Ok(seconds)
 }
 
+fn detection_settings(
+    window: f64,
+    cutoff: f64,
+    method: &str,
+    buffer_factor: f64,
+) -> Result<DetectionSettings> {
+    let method = match method {
+        "improved" => DetectionMethod::Improved,
+        "original" => DetectionMethod::Original,
+        other => return Err(input_error(format!("unknown LRO_method \"{other}\""))),
+    };
+    let settings = DetectionSettings {
+        buffer_factor,
+        lro_cutoff: cutoff,
+        lro_window_factor: window,
+        method,
+    };
+    settings.validate().map_err(input_error)?;
+    Ok(settings)
+}
+
+fn fit_settings(ctol: f64, max_evals: i32) -> Result<FitSettings> {
+    let settings = FitSettings {
+        ctol,
+        max_evals: usize::try_from(max_evals)
+            .map_err(|_| input_error("`max_evals` must be positive"))?,
+        ..FitSettings::default()
+    };
+    settings.validate().map_err(input_error)?;
+    Ok(settings)
+}
+
+fn seed_value(seed: f64) -> Result<u64> {
+    if seed.is_finite() && seed == seed.trunc() {
+        Ok(seed as i64 as u64)
+    } else {
+        Err(input_error("the seed must be a whole number"))
+    }
+}
+
+fn fit_list(result: &FitResult) -> List {
+    list!(
+        parameters = result.parameters.clone(),
+        penalized_nll = result.penalized_nll,
+        nll = result.nll,
+        code = result.code.to_string(),
+        converged = result.code.is_converged(),
+        evaluations = result.evaluations as i32,
+        seconds = result.seconds
+    )
+}
+
+/// Detect the structure of a model's data, then fit it.
+/// @keywords internal
+/// @noRd
+#[extendr]
+#[allow(clippy::too_many_arguments)]
+fn wisp_fit_rust(
+    bytes: Raw,
+    window: f64,
+    cutoff: f64,
+    method: &str,
+    buffer_factor: f64,
+    ctol: f64,
+    max_evals: i32,
+    seed: f64,
+) -> Result<List> {
+    let base = decode_model(&bytes)?;
+    let detection = detection_settings(window, cutoff, method, buffer_factor)?;
+    let settings = fit_settings(ctol, max_evals)?;
+    let fitted = pipeline::detect_and_fit(&base, &detection, &settings, seed_value(seed)?)
+        .map_err(input_error)?;
+    let change_points =
+        List::from_values(fitted.detected.change_points.iter().map(|per_treatment| {
+            List::from_values(per_treatment.iter().map(|points| r!(points.clone())))
+        }));
+    let plan = BootstrapPlan {
+        model: fitted.model.clone(),
+        detected: fitted.detected.clone(),
+        fit: settings,
+    };
+    Ok(list!(
+        model = Raw::from_bytes(&fitted.model.to_bytes().map_err(input_error)?),
+        plan = Raw::from_bytes(&plan.to_bytes().map_err(input_error)?),
+        degrees = fitted
+            .detected
+            .structure
+            .degrees()
+            .iter()
+            .map(|&d| d as i32)
+            .collect::<Vec<_>>(),
+        change_points = change_points,
+        start = fitted.start.clone(),
+        repair_attempts = fitted.repair.attempts as i32,
+        fit = fit_list(&fitted.fit)
+    ))
+}
+
+/// The LRO grid search: every (window factor, cutoff) pair detected, each
+/// distinct structure fitted once in a forked child.
+/// @keywords internal
+/// @noRd
+#[extendr]
+#[allow(clippy::too_many_arguments)]
+fn wisp_grid_search_rust(
+    bytes: Raw,
+    method: &str,
+    buffer_factor: f64,
+    ctol: f64,
+    max_evals: i32,
+    seed: f64,
+    workers: i32,
+) -> Result<List> {
+    let base = decode_model(&bytes)?;
+    let template = detection_settings(1.0, 1.0, method, buffer_factor)?;
+    let settings = fit_settings(ctol, max_evals)?;
+    let seed = seed_value(seed)?;
+    let grid = pipeline::lro_grid();
+    let (distinct, index_of_point) =
+        pipeline::distinct_detections(&base, &grid, &template).map_err(input_error)?;
+    let options = PoolOptions {
+        workers: count_option(workers, "max.fork")?,
+        ..PoolOptions::default()
+    };
+    let tasks: Vec<usize> = (1..=distinct.len()).collect();
+    let records = engine::run_tasks(
+        &tasks,
+        &options,
+        |context| {
+            Ok(pipeline::grid_fit(
+                &base,
+                &distinct[context.task - 1],
+                &settings,
+                seed,
+            ))
+        },
+        user_interrupt_pending,
+        |_| {},
+    )
+    .map_err(|e| input_error(e.to_string()))?;
+    let outcomes: Vec<pipeline::GridOutcome> = records
+        .into_iter()
+        .map(|r| {
+            r.outcome
+                .unwrap_or_else(|failure| pipeline::GridOutcome::failed(failure.to_string()))
+        })
+        .collect();
+    let observations = base.table().observed_row_count();
+    let at = |point: usize| &outcomes[index_of_point[point]];
+    let n = grid.len();
+    Ok(list!(
+        LROwindow_factor = grid.iter().map(|g| g.0).collect::<Vec<_>>(),
+        LROcutoff = grid.iter().map(|g| g.1).collect::<Vec<_>>(),
+        neg_loglik = (0..n).map(|p| at(p).nll).collect::<Vec<_>>(),
+        penalized_neg_loglik = (0..n).map(|p| at(p).penalized_nll).collect::<Vec<_>>(),
+        code = (0..n).map(|p| at(p).code.clone()).collect::<Vec<_>>(),
+        converged = (0..n).map(|p| at(p).converged).collect::<Vec<_>>(),
+        n_params = (0..n).map(|p| at(p).parameters as i32).collect::<Vec<_>>(),
+        AIC = (0..n).map(|p| at(p).aic()).collect::<Vec<_>>(),
+        BIC = (0..n).map(|p| at(p).bic(observations)).collect::<Vec<_>>(),
+        structure = index_of_point
+            .iter()
+            .map(|&i| i as i32 + 1)
+            .collect::<Vec<_>>()
+    ))
+}
+
+fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the system.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Bootstrap replicates on the fork engine.
+/// @keywords internal
+/// @noRd
+#[extendr]
+#[allow(clippy::too_many_arguments)]
+fn bootstrap_fork_rust(
+    plan: Raw,
+    seed: f64,
+    replicates: Vec<i32>,
+    workers: i32,
+    tasks_per_child: i32,
+    schedule: &str,
+    timeout: f64,
+    memory_limit_mb: Option<f64>,
+    trim_memory: bool,
+    on_result: Robj,
+) -> Result<List> {
+    let plan = BootstrapPlan::from_bytes(plan.as_slice()).map_err(input_error)?;
+    let seed = seed_value(seed)?;
+    let options = pool_options(
+        workers,
+        tasks_per_child,
+        schedule,
+        timeout,
+        memory_limit_mb,
+        0,
+    )?;
+    let tasks = index_column(replicates, "replicates")?;
+    let callback = on_result.as_function();
+    let records = engine::run_tasks(
+        &tasks,
+        &options,
+        |context| {
+            let result = bootstrap::run_replicate(&plan, seed, context.task);
+            if trim_memory {
+                trim_heap();
+            }
+            result
+        },
+        user_interrupt_pending,
+        |record| {
+            if let Some(callback) = &callback {
+                let _ = callback.call(pairlist!(record.task as i32, record.outcome.is_ok()));
+            }
+        },
+    )
+    .map_err(|e| input_error(e.to_string()))?;
+    let parameter_count = plan.model.parameter_count();
+    let mut estimates = Vec::with_capacity(records.len() * parameter_count);
+    for record in &records {
+        match &record.outcome {
+            Ok(result) => estimates.extend_from_slice(&result.parameters),
+            Err(_) => estimates.extend(std::iter::repeat_n(f64::NAN, parameter_count)),
+        }
+    }
+    fn per_fit<T>(
+        records: &[TaskRecord<FitResult>],
+        field: impl Fn(&FitResult) -> T,
+    ) -> Vec<Option<T>> {
+        records
+            .iter()
+            .map(|r| r.outcome.as_ref().ok().map(&field))
+            .collect()
+    }
+    let fits = List::from_pairs(vec![
+        ("pen.neg.value", r!(per_fit(&records, |f| f.penalized_nll))),
+        ("neg.loglik", r!(per_fit(&records, |f| f.nll))),
+        (
+            "converged",
+            r!(per_fit(&records, |f| f.code.is_converged())),
+        ),
+        ("code", r!(per_fit(&records, |f| f.code.to_string()))),
+        ("num.evals", r!(per_fit(&records, |f| f.evaluations as i32))),
+    ]);
+    Ok(list!(
+        records = record_columns(
+            &records,
+            ("fit_seconds", r!(per_fit(&records, |f| f.seconds)))
+        ),
+        fits = fits,
+        estimates = estimates,
+        parameter_count = parameter_count as i32
+    ))
+}
+
+/// One bootstrap replicate in this process (serial, mclapply and future paths).
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn bootstrap_replicate_rust(
+    plan: Raw,
+    seed: f64,
+    replicate: i32,
+    trim_memory: bool,
+) -> Result<List> {
+    let plan = BootstrapPlan::from_bytes(plan.as_slice()).map_err(input_error)?;
+    let replicate =
+        usize::try_from(replicate).map_err(|_| input_error("replicate must be >= 1"))?;
+    let started = std::time::Instant::now();
+    let outcome = bootstrap::run_replicate(&plan, seed_value(seed)?, replicate);
+    if trim_memory {
+        trim_heap();
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let memory = engine::procmem::snapshot_self();
+    let common = list!(
+        seconds = seconds,
+        pid = std::process::id() as i32,
+        peak_rss_mb = memory.peak_rss_mb,
+        pss_mb = memory.pss_mb,
+        private_dirty_mb = memory.private_dirty_mb
+    );
+    Ok(match outcome {
+        Ok(result) => list!(
+            ok = true,
+            reason = r!(NULL),
+            fit = fit_list(&result),
+            process = common
+        ),
+        Err(message) => list!(
+            ok = false,
+            reason = format!("error: {message}"),
+            fit = r!(NULL),
+            process = common
+        ),
+    })
+}
+
+/// Type-7 quantile (R's default) of sorted, non-empty values.
+fn sorted_quantile(sorted: &[f64], probability: f64) -> f64 {
+    let position = (sorted.len() - 1) as f64 * probability;
+    let below = position.floor() as usize;
+    let above = (below + 1).min(sorted.len() - 1);
+    sorted[below] + (position - below as f64) * (sorted[above] - sorted[below])
+}
+
+/// Per summed row, quantiles of the predicted log rate over parameter
+/// samples (`samples`: one parameter vector after another).
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn model_prediction_bands_rust(
+    bytes: Raw,
+    samples: Vec<f64>,
+    probabilities: Vec<f64>,
+) -> Result<List> {
+    const MAX_BUFFERED: usize = 1 << 24; // predictions held at once (128 MB)
+    let model = decode_model(&bytes)?;
+    let parameters = model.parameter_count();
+    if parameters == 0 || samples.len() % parameters != 0 {
+        return Err(input_error("samples must hold whole parameter vectors"));
+    }
+    let sample_count = samples.len() / parameters;
+    let rows = model.table().row_count();
+    let mut bands = vec![vec![f64::NAN; rows]; probabilities.len()];
+    if sample_count == 0 {
+        return Ok(List::from_values(bands));
+    }
+    let chunk_rows = (MAX_BUFFERED / sample_count).clamp(1, rows);
+    let mut objective = Objective::new(&model);
+    let mut prediction = vec![0.0; rows];
+    let mut buffer = vec![0.0; chunk_rows * sample_count];
+    let mut row_values = vec![0.0; sample_count];
+    for first in (0..rows).step_by(chunk_rows) {
+        let last = (first + chunk_rows).min(rows);
+        for (sample, x) in samples.chunks(parameters).enumerate() {
+            objective
+                .predict_log(x, &mut prediction)
+                .map_err(input_error)?;
+            for row in first..last {
+                buffer[(row - first) * sample_count + sample] = prediction[row];
+            }
+        }
+        for row in first..last {
+            row_values.copy_from_slice(
+                &buffer[(row - first) * sample_count..(row - first + 1) * sample_count],
+            );
+            row_values.sort_by(f64::total_cmp);
+            for (band, &p) in bands.iter_mut().zip(&probabilities) {
+                band[row] = sorted_quantile(&row_values, p);
+            }
+        }
+    }
+    Ok(List::from_values(bands))
+}
+
 extendr_module! {
     mod wispack;
     fn engine_selftest_rust;
@@ -497,4 +862,9 @@ extendr_module! {
     fn model_predict_rust;
     fn model_is_feasible_rust;
     fn model_time_evaluation_rust;
+    fn wisp_fit_rust;
+    fn wisp_grid_search_rust;
+    fn bootstrap_fork_rust;
+    fn bootstrap_replicate_rust;
+    fn model_prediction_bands_rust;
 }
