@@ -194,7 +194,7 @@ fork_replicates <- function(plan, seed, replicates, workers, tasks_per_child, sc
     plan, as.double(seed), as.integer(replicates), as.integer(workers),
     as.integer(tasks_per_child), schedule, as.double(timeout),
     if (is.null(memory_limit)) NA_real_ else as.double(memory_limit),
-    trim_memory, function(replicate, ok) notify()
+    trim_memory, function(replicate, ok) notify(), injected_faults()
   ))
   records <- out$records
   fits <- out$fits
@@ -208,6 +208,14 @@ fork_replicates <- function(plan, seed, replicates, workers, tasks_per_child, sc
   estimates <- matrix(out$estimates, nrow = length(replicates), ncol = out$parameter_count,
                       byrow = TRUE)
   list(estimates = estimates, diagnostics = diagnostics)
+}
+
+# Test hook: options(wispack.inject_faults = list(kill = 2, hang = 5)) makes
+# those replicates misbehave in their forked child (kill, segfault, panic,
+# hang, allocate). Never set outside tests.
+injected_faults <- function() {
+  faults <- getOption("wispack.inject_faults", list())
+  lapply(faults, as.integer)
 }
 
 progress_notifier <- function(progress, steps) {

@@ -58,7 +58,7 @@ wisp_grid_search_rust <- function(bytes, method, buffer_factor, ctol, max_evals,
 #' Bootstrap replicates on the fork engine.
 #' @keywords internal
 #' @noRd
-bootstrap_fork_rust <- function(plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result) .Call(wrap__bootstrap_fork_rust, plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result)
+bootstrap_fork_rust <- function(plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, faults) .Call(wrap__bootstrap_fork_rust, plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, faults)
 
 #' One bootstrap replicate in this process (serial, mclapply and future paths).
 #' @keywords internal

@@ -7,7 +7,8 @@
 # Sourced by tools/main.sh and tools/test.sh; it also puts cargo on the PATH.
 
 wispack_apt_packages="r-base-dev r-cran-testthat r-cran-knitr r-cran-rmarkdown
-  r-cran-roxygen2 r-cran-jsonlite pandoc qpdf devscripts xz-utils
+  r-cran-roxygen2 r-cran-jsonlite r-cran-future r-cran-future.apply
+  r-cran-progressr r-cran-ggplot2 pandoc qpdf devscripts xz-utils
   util-linux"
 
 wispack_setup() {

@@ -7,6 +7,7 @@ use extendr_api::Result;
 
 pub mod bootstrap;
 pub mod engine;
+pub mod faults;
 pub mod fit;
 pub mod model;
 pub mod pipeline;
@@ -659,6 +660,23 @@ fn wisp_grid_search_rust(
     ))
 }
 
+/// Test-only fault plan from a named list of replicate numbers.
+fn fault_plan(faults: List) -> Result<faults::FaultPlan> {
+    let mut plan = faults::FaultPlan::default();
+    for (name, tasks) in faults.iter() {
+        let fault = faults::Fault::from_name(name)
+            .ok_or_else(|| input_error(format!("unknown fault \"{name}\"")))?;
+        let tasks = tasks
+            .as_integer_vector()
+            .ok_or_else(|| input_error("fault tasks must be integers"))?;
+        plan.add(
+            fault,
+            tasks.into_iter().filter_map(|t| usize::try_from(t).ok()),
+        );
+    }
+    Ok(plan)
+}
+
 fn trim_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free heap pages to the system.
@@ -683,8 +701,10 @@ fn bootstrap_fork_rust(
     memory_limit_mb: Option<f64>,
     trim_memory: bool,
     on_result: Robj,
+    faults: List,
 ) -> Result<List> {
     let plan = BootstrapPlan::from_bytes(plan.as_slice()).map_err(input_error)?;
+    let faults = fault_plan(faults)?;
     let seed = seed_value(seed)?;
     let options = pool_options(
         workers,
@@ -700,6 +720,7 @@ fn bootstrap_fork_rust(
         &tasks,
         &options,
         |context| {
+            faults.strike(context.task);
             let result = bootstrap::run_replicate(&plan, seed, context.task);
             if trim_memory {
                 trim_heap();

@@ -1,0 +1,123 @@
+test_that("every backend returns bitwise-identical replicates for one seed", {
+  fit <- small_fit()
+  reference <- bs_batch(fit, 4, backend = "serial", seed = 21)
+  expect_identical(dim(reference$t), c(4L, length(fit$fitted.parameters)))
+  expect_identical(colnames(reference$t), names(fit$fitted.parameters))
+  variants <- list(
+    fork_1 = bs_batch(fit, 4, max.fork = 1, seed = 21),
+    fork_2 = bs_batch(fit, 4, max.fork = 2, seed = 21),
+    fork_batch = bs_batch(fit, 4, max.fork = 2, tasks.per.child = 3, schedule = "batch", seed = 21),
+    mclapply_1 = bs_batch(fit, 4, max.fork = 1, backend = "mclapply", seed = 21),
+    mclapply_2 = bs_batch(fit, 4, max.fork = 2, backend = "mclapply", seed = 21),
+    mclapply_dynamic = bs_batch(fit, 4, max.fork = 2, backend = "mclapply",
+                                mc.preschedule = FALSE, seed = 21)
+  )
+  for (name in names(variants)) {
+    expect_identical(variants[[name]]$t, reference$t, label = name)
+  }
+  expect_false(identical(bs_batch(fit, 4, seed = 22)$t, reference$t))
+})
+
+test_that("the future backend matches, sequential and multisession", {
+  skip_if_not_installed("future.apply")
+  fit <- small_fit()
+  reference <- bs_batch(fit, 3, backend = "serial", seed = 8)
+  old_plan <- future::plan(future::sequential)
+  on.exit(future::plan(old_plan), add = TRUE)
+  expect_identical(bs_batch(fit, 3, backend = "future", seed = 8)$t, reference$t)
+  future::plan(future::multisession, workers = 2)
+  expect_identical(bs_batch(fit, 3, backend = "future", seed = 8)$t, reference$t)
+})
+
+test_that("the replicate count is exact for awkward combinations", {
+  fit <- small_fit()
+  expect_identical(nrow(bs_batch(fit, 1, max.fork = 2, seed = 1)$t), 1L)
+  expect_identical(nrow(bs_batch(fit, 7, max.fork = 2, schedule = "batch", seed = 1)$t), 7L)
+  skip_on_cran() # more than 2 workers
+  expect_identical(nrow(bs_batch(fit, 7, max.fork = 3, schedule = "batch", seed = 1)$t), 7L)
+  expect_identical(nrow(bs_batch(fit, 2, max.fork = 4, seed = 1)$t), 2L)
+})
+
+test_that("a replicate whose child is killed is kept as a failure with its signal", {
+  fit <- small_fit()
+  old <- options(wispack.inject_faults = list(kill = 2L))
+  on.exit(options(old))
+  boot <- expect_no_trace(bs_batch(fit, 4, max.fork = 2, seed = 3))
+  expect_identical(boot$diagnostics$ok, c(TRUE, FALSE, TRUE, TRUE))
+  expect_identical(boot$diagnostics$reason[2], "killed by signal 9 (SIGKILL)")
+  expect_true(all(is.na(boot$t[2, ])))
+  options(old)
+  clean <- bs_batch(fit, 4, max.fork = 2, seed = 3)
+  expect_identical(boot$t[-2, ], clean$t[-2, ])
+})
+
+test_that("the serial path leaves the fit untouched", {
+  fit <- small_fit()
+  before <- unserialize(serialize(fit, NULL))
+  bs_batch(fit, 2, backend = "serial", seed = 2)
+  expect_identical(fit, before)
+  # and the model itself is unchanged: a later bootstrap gives the same result
+  expect_identical(bs_batch(fit, 2, backend = "serial", seed = 9)$t,
+                   bs_batch(fit, 2, seed = 9)$t)
+})
+
+test_that("seed = NULL draws the seed from R's generator and records it", {
+  fit <- small_fit()
+  set.seed(77)
+  first <- bs_batch(fit, 2)
+  set.seed(77)
+  second <- bs_batch(fit, 2)
+  expect_identical(first$seed, second$seed)
+  expect_identical(first$t, second$t)
+})
+
+test_that("diagnostics have the documented columns", {
+  boot <- bs_batch(small_fit(), 2, seed = 1)
+  expect_named(boot$diagnostics, c("ok", "reason", "pen.neg.value", "neg.loglik", "converged",
+                                   "code", "num.evals", "seconds", "pid", "peak_rss_mb",
+                                   "pss_mb", "private_dirty_mb"))
+  expect_s3_class(boot, "wisp_bootstrap")
+  expect_identical(boot$t0, small_fit()$fitted.parameters)
+})
+
+test_that("bad arguments are refused", {
+  fit <- small_fit()
+  expect_error(bs_batch(list(), 2), class = "wisp_input_error", regexp = "wisp")
+  expect_error(bs_batch(fit, 0), class = "wisp_input_error", regexp = "bootstraps.num")
+  expect_error(bs_batch(fit, 2, backend = "snow"), class = "wisp_input_error", regexp = "backend")
+  expect_error(bs_batch(fit, 2, checkpoint = tempfile()), class = "wisp_input_error",
+               regexp = "checkpoint")
+  expect_error(bs_batch(fit, 2, backend = "serial", timeout = 5), class = "wisp_input_error",
+               regexp = "fork")
+  broken <- fit
+  broken$plan <- NULL
+  expect_error(bs_batch(broken, 2), class = "wisp_input_error", regexp = "serialised model")
+})
+
+test_that("large simulated effects come out significant and zero effects mostly not", {
+  counts <- wisp_simulate(n.genes = 3, n.random = 3, n.bins = 50, seed = 1)
+  truth <- attr(counts, "truth")$effects
+  fit <- suppressWarnings(wisp(counts, bootstraps.num = 60, max.fork = 2, ran.seed = 5,
+                               model.settings = list(LRO_cost = "none"), verbose = FALSE))
+  stats <- fit$stats$parameters
+  p <- fit$parameters
+  rate_effects <- p$name[p$role == "beta" & p$component == "Rt"]
+  large <- rate_effects[abs(truth[rate_effects]) >= 0.5]
+  zero <- names(truth)[truth == 0]
+  expect_gt(length(large), 0)
+  significant <- stats$p.value.adj[match(large, stats$parameter)] < 0.05
+  expect_true(all(significant))
+  expect_identical(sign(stats$estimate[match(large, stats$parameter)]), sign(unname(truth[large])))
+  false_positive <- mean(stats$p.value.adj[match(zero, stats$parameter)] < 0.05)
+  expect_lt(false_positive, 0.2)
+  expect_true(all(c("pred.low", "pred.high") %in% names(fit$count.data.summed)))
+  expect_identical(nrow(fit$sample.params.bs), 61L)
+})
+
+test_that("Holm-adjusted p-values of a fit match p.adjust", {
+  fit <- suppressWarnings(wisp(small_counts(), bootstraps.num = 20, ran.seed = 2,
+                               model.settings = list(LRO_cost = "none"), verbose = FALSE))
+  tested <- !is.na(fit$stats$parameters$p.value)
+  expect_equal(fit$stats$parameters$p.value.adj[tested],
+               p.adjust(fit$stats$parameters$p.value[tested], "holm"))
+})
