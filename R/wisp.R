@@ -37,20 +37,20 @@
 #' @param ran.seed Seed of the bootstrap (`NULL`: drawn from R's random
 #'   number generator). R's own random stream is not changed.
 #'
-#' @details `model.settings` (defaults in brackets): `buffer_factor` [0.05]
-#'   minimum spacing of transitions as a fraction of the bins; `ctol` [1e-6]
-#'   relative change of the objective that ends a fit; `max_evals` [1000]
+#' @details `model.settings` (defaults in parentheses): `buffer_factor` (0.05)
+#'   minimum spacing of transitions as a fraction of the bins; `ctol` (1e-6)
+#'   relative change of the objective that ends a fit; `max_evals` (1000)
 #'   objective evaluations allowed per fit; `max_penalty_at_distance_factor`
-#'   [0.01] size of the boundary penalty at the start, relative to the
-#'   negative log-likelihood; `LRO_cost` ["AIC"] criterion of the grid search
+#'   (0.01) size of the boundary penalty at the start, relative to the
+#'   negative log-likelihood; `LRO_cost` ("AIC") criterion of the grid search
 #'   over change-point settings: "AIC", "BIC", "NLL" or "none" (no search);
-#'   `LROcutoff` [2] and `LROwindow_factor` [1.25] change-point settings used
-#'   without a search; `LRO_method` ["improved"] change-point detection,
+#'   `LROcutoff` (2) and `LROwindow_factor` (1.25) change-point settings used
+#'   without a search; `LRO_method` ("improved") change-point detection,
 #'   "improved" (fewer spurious transitions) or "original";
-#'   `rise_threshold_factor` [0.8]; `rng_seed` [42] seed of the starting
-#'   warping factors; `warp_precision` [1e-7]; `round_none` [TRUE] round the
-#'   extrapolated population counts; `max_bin` [0] number of bins (0: the
-#'   largest bin); `trtKO` ["none"] not supported.
+#'   `rise_threshold_factor` (0.8); `rng_seed` (42) seed of the starting
+#'   warping factors; `warp_precision` (1e-7); `round_none` (TRUE) round the
+#'   extrapolated population counts; `max_bin` (0) number of bins (0: the
+#'   largest bin); `trtKO` ("none") not supported.
 #'
 #' @return An object of class `"wisp"`: a list with the original's fields
 #'   (`count.data.summed`, `fitted.parameters`, `param.names`,

@@ -1,31 +1,28 @@
-# The package's main job. Until the model lands (see NEWS.md), this
-# demonstrates the fork engine that will run bootstrap replicates: tasks in
-# short-lived child processes, failures reported per task, results that do not
-# depend on how the work is spread.
+# The package's main job: fit the bundled example data, bootstrap it on the
+# fork engine, print the fixed effects and write the rate-count plot.
 library(wispack)
-selftest <- wispack:::engine_selftest
 
-cat("wispack", format(utils::packageVersion("wispack")), "- fork engine demonstration\n\n")
+cat("wispack", format(utils::packageVersion("wispack")), "\n\n")
+cat("Example data: ", nrow(wisp_example), " tokens of ",
+    length(unique(wisp_example$species)), " genes, ",
+    length(unique(wisp_example$ran)), " mice, hemisphere x age.\n\n", sep = "")
 
-cat("12 tasks on 2 workers, a fresh process per task; task 5 crashes, task 9 hangs\n",
-    "(1 s timeout), task 11 allocates 600 MB against a 200 MB limit:\n", sep = "")
-alloc <- rep(20, 12)
-alloc[11] <- 600
-result <- selftest(12, workers = 2, payload = 1000, crash = 5, hang = 9, timeout = 1,
-                   alloc_mb = alloc, memory_limit_mb = 200, seed = 2026)
-print(result, digits = 4, row.names = FALSE)
+workers <- min(2L, parallel::detectCores())
+fit <- wisp(wisp_example, bootstraps.num = 200, max.fork = workers, ran.seed = 1)
+cat("\n")
+print(summary(fit))
 
-cat("\nThe same tasks with 1 worker, then with 3 tasks per child on a batch schedule:\n")
-ok <- result$ok
-serial <- selftest(12, workers = 1, payload = 1000, seed = 2026)
-grouped <- selftest(12, workers = 2, tasks_per_child = 3, schedule = "batch",
-                    payload = 1000, seed = 2026)
-cat("  identical checksums for the tasks that succeeded: ",
-    identical(serial$checksum[ok], result$checksum[ok]) &&
-      identical(grouped$checksum[ok], result$checksum[ok]), "\n", sep = "")
-cat("  children used: ", length(unique(serial$pid)), " (1 per task) and ",
-    length(unique(grouped$pid)), " (3 tasks each)\n", sep = "")
+truth <- attr(wisp_example, "truth")
+effects <- fit$stats$parameters
+effects <- effects[match(names(truth$effects), effects$parameter), ]
+cat("\nTrue rate effects against the estimates:\n")
+rate <- fit$parameters$component[match(effects$parameter, fit$parameters$name)] == "Rt"
+print(data.frame(parameter = effects$parameter[rate], truth = unname(truth$effects[rate]),
+                 estimate = round(effects$estimate[rate], 3),
+                 CI.low = round(effects$CI.low[rate], 3), CI.high = round(effects$CI.high[rate], 3),
+                 significance = effects$significance[rate]), row.names = FALSE)
 
-cat("\nEight tasks returning 1,000,000 doubles each through pipes (2 workers):\n")
-elapsed <- system.time(big <- selftest(8, workers = 2, payload = 1e6))[["elapsed"]]
-cat(sprintf("  all ok: %s; %.0f MB moved in %.2f s\n", all(big$ok), 8 * 8, elapsed))
+output <- file.path(getwd(), "wisp_example_ratecount.png")
+plot <- plot(fit, type = "ratecount")
+ggplot2::ggsave(output, plot, width = 10, height = 7, dpi = 100)
+cat("\nRate-count plot written to", output, "\n")

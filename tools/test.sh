@@ -28,13 +28,22 @@ mkdir -p emptyrepo/src/contrib
 gzip -k emptyrepo/src/contrib/PACKAGES
 echo "options(repos = c(CRAN = \"file://$work/emptyrepo\"))" > Rprofile.offline
 mkdir empty-home
-no_network=""
-if unshare -n true 2>/dev/null; then no_network="unshare -n"; fi
-echo "== R CMD check --as-cran --no-manual ${no_network:+(inside $no_network)}"
+# Checked inside a new network namespace, i.e. with no network at all (its
+# loopback is brought up so future's multisession workers can connect).
+offline=""
+if unshare -n sh -c 'ip link set lo up' 2>/dev/null; then offline="yes"; fi
+run_offline() {
+  if [ -n "$offline" ]; then
+    unshare -n sh -c 'ip link set lo up && exec "$@"' sh "$@"
+  else
+    "$@"
+  fi
+}
+echo "== R CMD check --as-cran --no-manual ${offline:+(without network)}"
 set +e
-HOME="$work/empty-home" R_PROFILE_USER="$work/Rprofile.offline" \
+run_offline env HOME="$work/empty-home" R_PROFILE_USER="$work/Rprofile.offline" \
   _R_CHECK_CRAN_INCOMING_REMOTE_=false _R_CHECK_SYSTEM_CLOCK_=FALSE \
-  $no_network R CMD check --as-cran --no-manual "$tarball" 2>&1 | tee check.log
+  R CMD check --as-cran --no-manual "$tarball" 2>&1 | tee check.log
 set -e
 if ! grep "^Status:" check.log | tail -n 1 | grep -q "^Status: OK$"; then
   echo "R CMD check did not end with 'Status: OK'" >&2
