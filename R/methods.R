@@ -1,0 +1,584 @@
+# S3 methods for "wisp" fits and "wisp_bootstrap" results.
+#
+# Parameters are always selected through the columns of `fit$parameters`
+# (role, component, context, species, ...), never by matching their names
+# with regular expressions: gene names can be prefixes of each other.
+
+# ---------------------------------------------------------------------------
+# Helpers
+
+# Whether a fit carries a bootstrap and its statistics.
+wisp_has_bootstrap <- function(object) {
+  inherits(object$bootstrap, "wisp_bootstrap") && !is.null(object$stats$parameters)
+}
+
+check_wisp_object <- function(object, call = sys.call(-1)) {
+  if (!inherits(object, "wisp")) {
+    stop_input("`object` must be a \"wisp\" object from wisp(), not ", class(object)[1], ".",
+               call = call)
+  }
+  invisible(object)
+}
+
+# The parameter table with a logical selector for `type`.
+wisp_parameter_selector <- function(parameters, type) {
+  switch(type,
+    all = rep(TRUE, nrow(parameters)),
+    fixed = parameters$role %in% c("baseline", "beta"),
+    baseline = parameters$role %in% "baseline",
+    beta = parameters$role %in% "beta",
+    warp = parameters$role %in% "warp"
+  )
+}
+
+# Replicate rows that the statistics used: ok and converged when that is the
+# number recorded in the statistics, else every ok replicate.
+bootstrap_used_replicates <- function(boot, used = NULL) {
+  d <- boot$diagnostics
+  ok <- d$ok %in% TRUE
+  converged <- ok & d$converged %in% TRUE
+  if (!is.null(used) && sum(ok) == used && sum(converged) != used) return(ok)
+  if (any(converged)) converged else ok
+}
+
+# Percentile intervals from a replicate matrix.
+percentile_intervals <- function(replicates, parm, level, call = sys.call(-1)) {
+  if (!is.numeric(level) || length(level) != 1L || is.na(level) || level <= 0 || level >= 1) {
+    stop_input("`level` must be a single number between 0 and 1, not ", describe_value(level),
+               ".", call = call)
+  }
+  names <- colnames(replicates)
+  if (missing(parm) || is.null(parm)) {
+    parm <- names
+  } else if (is.numeric(parm)) {
+    if (anyNA(parm) || any(parm < 1 | parm > length(names) | parm != round(parm))) {
+      stop_input("numeric `parm` must hold parameter numbers between 1 and ", length(names), ".",
+                 call = call)
+    }
+    parm <- names[parm]
+  } else if (is.character(parm)) {
+    unknown <- setdiff(parm, names)
+    if (length(unknown)) {
+      stop_input("unknown parameter", if (length(unknown) > 1) "s", " in `parm`: ",
+                 paste0("'", utils::head(unknown, 5), "'", collapse = ", "),
+                 if (length(unknown) > 5) ", ...", ".", call = call)
+    }
+  } else {
+    stop_input("`parm` must be parameter names or numbers.", call = call)
+  }
+  a <- (1 - level) / 2
+  probs <- c(a, 1 - a)
+  out <- matrix(NA_real_, length(parm), 2L,
+                dimnames = list(parm, paste(format(100 * probs, trim = TRUE, scientific = FALSE,
+                                                   digits = 3), "%")))
+  for (p in parm) {
+    values <- replicates[, p]
+    values <- values[!is.na(values)]
+    if (length(values)) out[p, ] <- stats::quantile(values, probs, type = 7, names = FALSE)
+  }
+  out
+}
+
+format_seconds <- function(s) {
+  if (is.na(s)) return("NA")
+  if (s < 1) sprintf("%.0f ms", 1000 * s) else if (s < 120) sprintf("%.1f s", s) else
+    sprintf("%.1f min", s / 60)
+}
+
+# ---------------------------------------------------------------------------
+# print / summary
+
+#' Print a wisp fit
+#'
+#' A short overview of a fit: the call, the size of the data, the number of
+#' transitions per curve, the fit diagnostics and whether the fit was
+#' bootstrapped.
+#'
+#' @param x A `"wisp"` object from [wisp()].
+#' @param ... Unused.
+#' @return `x`, invisibly.
+#' @seealso [summary.wisp()], [plot.wisp()]
+#' @export
+#' @examples
+#' counts <- wisp_simulate(n.genes = 2, n.bins = 40)
+#' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
+#' fit
+print.wisp <- function(x, ...) {
+  cat("Warped-sigmoid Poisson-process mixed-effects model (wisp)\n")
+  if (!is.null(x$call)) cat("Call: ", paste(deparse(x$call, width.cutoff = 70L), collapse = "\n      "),
+                            "\n", sep = "")
+  d <- x$count.data.summed
+  g <- x$grouping.variables
+  real_ran <- setdiff(g$ran.lvls, "none")
+  cat(sprintf("Data: %d summed rows (%d observed); %d context%s, %d gene%s, %d random level%s, %d treatment%s, %d bins\n",
+              nrow(d), sum(!is.na(d$count)),
+              length(g$context.lvls), if (length(g$context.lvls) != 1) "s" else "",
+              length(g$species.lvls), if (length(g$species.lvls) != 1) "s" else "",
+              length(real_ran), if (length(real_ran) != 1) "s" else "",
+              length(x$treatment$names), if (length(x$treatment$names) != 1) "s" else "",
+              if (nrow(d)) max(d$bin) else 0L))
+  degrees <- as.vector(x$degrees)
+  if (length(degrees)) {
+    tab <- table(factor(degrees, levels = sort(unique(degrees))))
+    cat("Transitions per curve: ",
+        paste0(names(tab), ": ", as.vector(tab), " curve", ifelse(as.vector(tab) == 1, "", "s"),
+               collapse = ", "),
+        sprintf(" (%d in all)\n", sum(degrees)), sep = "")
+  }
+  f <- x$fit.diagnostics
+  cat(sprintf("Fit: %s after %d evaluations (%s); %d parameters; -log-likelihood %.2f\n",
+              f$code, as.integer(f$num.evals), format_seconds(f$seconds), as.integer(f$n.params),
+              f$neg.loglik))
+  if (inherits(x$bootstrap, "wisp_bootstrap")) {
+    b <- x$bootstrap
+    cat(sprintf("Bootstrapped: %d replicates (%d converged)\n", as.integer(b$R),
+                sum(b$diagnostics$converged %in% TRUE)))
+  } else {
+    cat("Not bootstrapped: refit with wisp(..., bootstraps.num = 1000) for intervals and p-values.\n")
+  }
+  invisible(x)
+}
+
+#' Summarise a wisp fit
+#'
+#' The fixed-effect table of a fit (baseline parameters and treatment
+#' effects) with, when the fit was bootstrapped, percentile intervals,
+#' p-values and significance marks from `fit$stats`, plus the fit
+#' diagnostics.
+#'
+#' @param object A `"wisp"` object from [wisp()].
+#' @param ... Unused.
+#' @return An object of class `"summary.wisp"`: a list with `call`,
+#'   `coefficients` (a data.frame, one row per fixed-effect parameter:
+#'   `parameter, role, component, context, species, block, treatment,
+#'   estimate` and, when bootstrapped, `CI.low, CI.high, p.value,
+#'   p.value.adj, significance`), `bootstrapped` (logical), `replicates`
+#'   (replicates used by the statistics, or 0), `alpha`, `fit.diagnostics`,
+#'   `degrees`, `n.warp` (number of warping factors), `nobs` and `logLik`.
+#' @seealso [coef.wisp()], [confint.wisp()]
+#' @export
+#' @examples
+#' counts <- wisp_simulate(n.genes = 2, n.bins = 40)
+#' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
+#' summary(fit)
+#' \donttest{
+#' booted <- suppressWarnings(wisp(counts, model.settings = list(LRO_cost = "none"),
+#'                                 bootstraps.num = 20, ran.seed = 1, verbose = FALSE))
+#' s <- summary(booted)
+#' head(s$coefficients)
+#' }
+summary.wisp <- function(object, ...) {
+  check_wisp_object(object)
+  p <- object$parameters
+  fixed <- p$role %in% c("baseline", "beta")
+  table <- data.frame(parameter = p$name[fixed], role = p$role[fixed],
+                      component = p$component[fixed], context = p$context[fixed],
+                      species = p$species[fixed], block = p$block[fixed],
+                      treatment = p$treatment[fixed],
+                      estimate = unname(object$fitted.parameters[p$name[fixed]]),
+                      stringsAsFactors = FALSE, row.names = NULL)
+  bootstrapped <- wisp_has_bootstrap(object)
+  if (bootstrapped) {
+    stats <- object$stats$parameters
+    at <- match(table$parameter, stats$parameter)
+    for (column in c("CI.low", "CI.high", "p.value", "p.value.adj", "significance")) {
+      table[[column]] <- stats[[column]][at]
+    }
+  }
+  structure(list(
+    call = object$call, coefficients = table, bootstrapped = bootstrapped,
+    replicates = if (bootstrapped) object$stats$replicates.used else 0L,
+    alpha = if (bootstrapped) object$stats$alpha else NA_real_,
+    adjustment = if (bootstrapped) object$stats$adjustment else NA_character_,
+    fit.diagnostics = object$fit.diagnostics, degrees = object$degrees,
+    n.warp = sum(p$role %in% "warp"), nobs = nobs.wisp(object), logLik = logLik.wisp(object)
+  ), class = "summary.wisp")
+}
+
+#' @rdname summary.wisp
+#' @param x A `"summary.wisp"` object.
+#' @param digits Significant digits of the table.
+#' @param max.rows Most rows of the coefficient table to print.
+#' @export
+print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), max.rows = 50L, ...) {
+  cat("wisp fit summary\n")
+  if (!is.null(x$call)) cat("Call: ", paste(deparse(x$call, width.cutoff = 70L), collapse = "\n      "),
+                            "\n", sep = "")
+  f <- x$fit.diagnostics
+  status <- if (isTRUE(f$converged)) "converged" else "NOT converged"
+  if (!identical(f$code, status)) status <- sprintf("%s (%s)", status, f$code)
+  cat(sprintf("\nFit: %s after %d evaluations in %s\n", status,
+              as.integer(f$num.evals), format_seconds(f$seconds)))
+  cat(sprintf("log-likelihood %.2f (df = %d, nobs = %d); penalised -log-likelihood %.2f\n",
+              as.numeric(x$logLik), as.integer(f$n.params), as.integer(x$nobs), f$pen.neg.value))
+  cat(sprintf("%d fixed-effect parameters, %d warping factors, %d transitions in all\n",
+              nrow(x$coefficients), as.integer(x$n.warp), sum(x$degrees)))
+  tab <- x$coefficients
+  number <- function(v, blank = "NA") {
+    ifelse(is.na(v), blank, formatC(v, digits = digits, format = "fg"))
+  }
+  shown <- data.frame(component = tab$component, context = tab$context, species = tab$species,
+                      block = tab$block, treatment = tab$treatment,
+                      estimate = number(tab$estimate), stringsAsFactors = FALSE)
+  if (x$bootstrapped) {
+    shown$CI.low <- number(tab$CI.low)
+    shown$CI.high <- number(tab$CI.high)
+    shown$p.adj <- number(tab$p.value.adj, blank = "")
+    shown$sig <- tab$significance
+    cat(sprintf("\nFixed effects (bootstrap: %d replicates; percentile intervals; %s-adjusted p-values at alpha = %g):\n",
+                as.integer(x$replicates), x$adjustment, x$alpha))
+  } else {
+    cat("\nFixed effects (estimates only; bootstrap for intervals and p-values):\n")
+  }
+  shown$role <- tab$role
+  shown <- shown[, c("role", setdiff(names(shown), "role"))]
+  if (length(unique(shown$context)) == 1L) shown$context <- NULL
+  n <- nrow(shown)
+  print(utils::head(shown, max.rows), row.names = FALSE)
+  if (n > max.rows) cat(sprintf("... %d more rows: see summary(fit)$coefficients\n", n - max.rows))
+  if (x$bootstrapped) {
+    cat(sprintf("Signif.: *** p.adj < %g, ** < %g, * < %g, ns otherwise (tested: treatment effects)\n",
+                x$alpha / 50, x$alpha / 5, x$alpha))
+  }
+  invisible(x)
+}
+
+# ---------------------------------------------------------------------------
+# coef / confint / fitted / residuals / predict / logLik / nobs
+
+#' Estimates of a wisp fit
+#'
+#' @param object A `"wisp"` object from [wisp()].
+#' @param type Which parameters: `"all"`, `"fixed"` (baseline and treatment
+#'   effects), `"baseline"`, `"beta"` (treatment effects) or `"warp"`
+#'   (random-level warping factors).
+#' @param ... Unused.
+#' @return A named numeric vector of estimates (the medians of the bootstrap
+#'   replicates when the fit was made with `use.median = TRUE`).
+#' @export
+#' @examples
+#' counts <- wisp_simulate(n.genes = 2, n.bins = 40)
+#' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
+#' coef(fit, "beta")
+coef.wisp <- function(object, type = c("all", "fixed", "baseline", "beta", "warp"), ...) {
+  type <- match_choice(type, "type", c("all", "fixed", "baseline", "beta", "warp"))
+  keep <- wisp_parameter_selector(object$parameters, type)
+  object$fitted.parameters[object$parameters$name[keep]]
+}
+
+#' Bootstrap percentile intervals of wisp parameters
+#'
+#' Percentile intervals (quantile type 7) from the bootstrap replicates of
+#' the fit: those the statistics used (converged ones unless the fit was
+#' made with `converged.resamples.only = FALSE`). The intervals in
+#' `summary(fit)` of tested effects are at their multiplicity-adjusted level
+#' instead.
+#'
+#' @param object A bootstrapped `"wisp"` object, or a `"wisp_bootstrap"`
+#'   from [bs_batch()] (all successful replicates).
+#' @param parm Parameter names or numbers (default: all).
+#' @param level Confidence level.
+#' @param ... Unused.
+#' @return A matrix with one row per parameter and columns for the lower and
+#'   upper limits, labelled in percent (as [stats::confint()]).
+#' @export
+#' @examples
+#' counts <- wisp_simulate(n.genes = 2, n.bins = 40)
+#' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
+#' boot <- bs_batch(fit, 20, seed = 1)
+#' confint(boot, parm = names(coef(fit, "beta")))
+confint.wisp <- function(object, parm, level = 0.95, ...) {
+  if (!inherits(object$bootstrap, "wisp_bootstrap")) {
+    stop_input("confint() needs a bootstrapped fit: use wisp(..., bootstraps.num = 1000), ",
+               "or confint() on the result of bs_batch(fit, ...).")
+  }
+  boot <- object$bootstrap
+  if (is.null(boot$t)) stop_input("the bootstrap has no successful replicate.")
+  use <- bootstrap_used_replicates(boot, object$stats$replicates.used)
+  replicates <- boot$t[use, , drop = FALSE]
+  colnames(replicates) <- names(object$fitted.parameters)
+  percentile_intervals(replicates, if (missing(parm)) NULL else parm, level)
+}
+
+#' @rdname confint.wisp
+#' @export
+confint.wisp_bootstrap <- function(object, parm, level = 0.95, ...) {
+  if (is.null(object$t)) stop_input("the bootstrap has no successful replicate.")
+  use <- object$diagnostics$ok %in% TRUE
+  replicates <- object$t[use, , drop = FALSE]
+  percentile_intervals(replicates, if (missing(parm)) NULL else parm, level)
+}
+
+#' Fitted values and residuals of a wisp fit
+#'
+#' One value per row of `fit$count.data.summed` (population rows, `ran ==
+#' "none"`, included), in its order.
+#'
+#' `residuals()` follows R's convention, observed minus fitted. Note that
+#' the residual tables of the original wispack were fitted minus observed:
+#' their signs are reversed.
+#'
+#' @param object A `"wisp"` object from [wisp()].
+#' @param type For `fitted()`: `"response"` (expected counts, `pred`) or
+#'   `"link"` (log scale, `pred.log` = log(rate + 1)). For `residuals()`:
+#'   `"response"` (`count - pred`) or `"log"` (`count.log - pred.log`).
+#' @param ... Unused.
+#' @return A numeric vector; residuals are `NA` where the summed cell is
+#'   empty (no observed count).
+#' @export
+#' @examples
+#' counts <- wisp_simulate(n.genes = 2, n.bins = 40)
+#' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
+#' head(fitted(fit))
+#' summary(residuals(fit, type = "log"))
+fitted.wisp <- function(object, type = c("response", "link"), ...) {
+  type <- match_choice(type, "type", c("response", "link"))
+  d <- object$count.data.summed
+  if (type == "response") d$pred else d$pred.log
+}
+
+#' @rdname fitted.wisp
+#' @export
+residuals.wisp <- function(object, type = c("response", "log"), ...) {
+  type <- match_choice(type, "type", c("response", "log"))
+  d <- object$count.data.summed
+  if (type == "response") d$count - d$pred else d$count.log - d$pred.log
+}
+
+#' Predictions of a wisp fit
+#'
+#' Evaluates the fitted curves (with the fit's parameters) on the summed
+#' grid and returns them for the rows of `newdata`.
+#'
+#' @param object A `"wisp"` object from [wisp()].
+#' @param newdata `NULL` (the rows of `fit$count.data.summed`) or a
+#'   data.frame with columns `bin` (whole numbers from 1 to the number of
+#'   bins), `context`, `species`, and either `treatment` (names as in
+#'   `fit$treatment$names`) or one column per fixed effect (`fit$fix$names`)
+#'   giving its level; optionally `ran` (default `"none"`, the population
+#'   curve; with a single random level, that level).
+#' @param type `"link"` (log scale, log(rate + 1)) or `"response"`
+#'   (expected counts).
+#' @param ... Unused.
+#' @return A numeric vector, one value per row of `newdata`. On the training
+#'   grid, `predict(fit, type = "response")` equals `fitted(fit)`.
+#' @export
+#' @examples
+#' counts <- wisp_simulate(n.genes = 2, n.bins = 40)
+#' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
+#' grid <- data.frame(bin = 1:40, context = "context1", species = "gene1",
+#'                    treatment = "right")
+#' plot(predict(fit, grid, type = "response"), type = "l")
+predict.wisp <- function(object, newdata = NULL, type = c("link", "response"), ...) {
+  check_wisp_fit(object, call = sys.call())
+  type <- match_choice(type, "type", c("link", "response"))
+  model <- model_from_bytes(object$model, object$settings)
+  pred_log <- model_predict(model, object$fitted.parameters)
+  if (!is.null(newdata)) {
+    at <- match_prediction_rows(object, model$summed, newdata)
+    pred_log <- pred_log[at]
+  }
+  if (type == "response") exp(pred_log) - 1 else pred_log
+}
+
+match_prediction_rows <- function(object, summed, newdata, call = sys.call(-1)) {
+  if (!is.data.frame(newdata)) {
+    stop_input("`newdata` must be a data.frame or NULL, not ", class(newdata)[1], ".", call = call)
+  }
+  n <- nrow(newdata)
+  if (is.null(newdata$treatment)) {
+    fixed <- object$fix$names
+    missing <- setdiff(fixed, names(newdata))
+    if (length(missing)) {
+      stop_input("`newdata` needs a `treatment` column (one of ",
+                 paste0("\"", object$treatment$names, "\"", collapse = ", "),
+                 ") or the fixed-effect columns ", paste0("'", fixed, "'", collapse = ", "), ".",
+                 call = call)
+    }
+    key_of <- function(levels) paste(vapply(fixed, function(f) as.character(levels[[f]]), ""),
+                                     collapse = "\r")
+    treatment_keys <- vapply(object$treatment$components, key_of, "")
+    row_keys <- do.call(paste, c(lapply(fixed, function(f) as.character(newdata[[f]])),
+                                 sep = "\r"))
+    treatment <- object$treatment$names[match(row_keys, treatment_keys)]
+    if (anyNA(treatment)) {
+      stop_input("`newdata` has fixed-effect level combinations that are not treatments of the fit.",
+                 call = call)
+    }
+  } else {
+    treatment <- as.character(newdata$treatment)
+  }
+  for (column in c("bin", "context", "species")) {
+    if (is.null(newdata[[column]])) stop_input("`newdata` needs a `", column, "` column.", call = call)
+  }
+  bins <- max(summed$bin)
+  bin <- newdata$bin
+  if (!is.numeric(bin) || anyNA(bin) || any(bin != round(bin)) || any(bin < 1 | bin > bins)) {
+    stop_input("`newdata$bin` must hold whole numbers between 1 and ", bins,
+               " (the fit's bins).", call = call)
+  }
+  ran <- if (is.null(newdata$ran)) rep("none", n) else as.character(newdata$ran)
+  summed_ran <- unique(summed$ran)
+  if (!"none" %in% summed_ran && length(summed_ran) == 1L) {
+    # A single random level plays the population: "none" means it.
+    ran[ran == "none"] <- summed_ran
+  }
+  check_levels <- function(values, known, what) {
+    unknown <- setdiff(unique(values), known)
+    if (length(unknown)) {
+      stop_input("`newdata$", what, "` has value", if (length(unknown) > 1) "s", " not in the fit: ",
+                 paste0("\"", utils::head(unknown, 5), "\"", collapse = ", "), ".", call = call)
+    }
+  }
+  check_levels(as.character(newdata$context), object$grouping.variables$context.lvls, "context")
+  check_levels(as.character(newdata$species), object$grouping.variables$species.lvls, "species")
+  check_levels(treatment, object$treatment$names, "treatment")
+  check_levels(ran, summed_ran, "ran")
+  key <- function(r, c, s, t, b) paste(r, c, s, t, as.integer(b), sep = "\r")
+  at <- match(key(ran, as.character(newdata$context), as.character(newdata$species), treatment, bin),
+              key(summed$ran, summed$context, summed$species, summed$treatment, summed$bin))
+  if (anyNA(at)) {
+    stop_input("some rows of `newdata` are not on the fit's grid (ran x context x species x ",
+               "treatment x bin).", call = call)
+  }
+  at
+}
+
+#' Log-likelihood, number of observations and information criteria
+#'
+#' `logLik()` is minus the fitted negative log-likelihood (without the
+#' boundary penalty), with `df` the number of fitted parameters and `nobs`
+#' the number of observed summed rows (population rows included, empty
+#' cells excluded), so that [stats::AIC()] and [stats::BIC()] work.
+#'
+#' @param object A `"wisp"` object from [wisp()].
+#' @param ... Unused.
+#' @return `logLik()`: an object of class `"logLik"`; `nobs()`: an integer.
+#' @export
+#' @examples
+#' counts <- wisp_simulate(n.genes = 2, n.bins = 40)
+#' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
+#' logLik(fit)
+#' AIC(fit)
+#' BIC(fit)
+logLik.wisp <- function(object, ...) {
+  f <- object$fit.diagnostics
+  structure(-f$neg.loglik, df = as.integer(f$n.params), nobs = nobs.wisp(object),
+            class = "logLik")
+}
+
+#' @rdname logLik.wisp
+#' @export
+nobs.wisp <- function(object, ...) {
+  sum(!is.na(object$count.data.summed$count))
+}
+
+# ---------------------------------------------------------------------------
+# wisp_bootstrap
+
+#' Print, summarise and convert a wisp bootstrap
+#'
+#' @param x,object A `"wisp_bootstrap"` object from [bs_batch()].
+#' @param ... Unused.
+#' @return `print()`: `x`, invisibly. `summary()`: an object of class
+#'   `"summary.wisp_bootstrap"`: a list with `R`, `ok`, `converged`
+#'   (counts), `codes` (a table of convergence codes, failures as
+#'   `"failed"`), `reasons` (a table of failure reasons), `time` and
+#'   `memory` (data.frames of the minimum, median, mean and maximum of
+#'   `seconds`, and of `peak_rss_mb`, `pss_mb` and `private_dirty_mb`, per
+#'   replicate), `total.seconds`, `seed`, `backend` and `max.fork`.
+#'   `as.data.frame()`: one row per replicate: `replicate`, the diagnostics
+#'   columns (see [bs_batch()]) and one column per parameter (named as in
+#'   the fit, `NA` for failed replicates).
+#' @seealso [plot.wisp_bootstrap()]
+#' @export
+#' @examples
+#' counts <- wisp_simulate(n.genes = 2, n.bins = 40)
+#' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
+#' boot <- bs_batch(fit, 20, seed = 1)
+#' boot
+#' summary(boot)
+#' head(as.data.frame(boot)[, 1:8])
+print.wisp_bootstrap <- function(x, ...) {
+  d <- x$diagnostics
+  cat(sprintf("wisp bootstrap: %d replicates (backend \"%s\", %d worker%s, seed %s)\n",
+              as.integer(x$R), x$backend, as.integer(if (is.null(x$max.fork)) 1L else x$max.fork),
+              if (isTRUE(x$max.fork > 1)) "s" else "", format(x$seed)))
+  cat(sprintf("%d succeeded, %d converged, %d failed; %s per replicate (median)\n",
+              sum(d$ok %in% TRUE), sum(d$converged %in% TRUE), sum(!d$ok %in% TRUE),
+              format_seconds(stats::median(d$seconds, na.rm = TRUE))))
+  cat(sprintf("%d parameters per replicate\n", length(x$t0)))
+  invisible(x)
+}
+
+replicate_codes <- function(d) {
+  ifelse(d$ok %in% TRUE, ifelse(is.na(d$code), "unknown", d$code), "failed")
+}
+
+describe_columns <- function(d, columns) {
+  rows <- lapply(columns, function(column) {
+    v <- d[[column]]
+    v <- v[!is.na(v)]
+    if (!length(v)) return(c(NA_real_, NA_real_, NA_real_, NA_real_))
+    c(min(v), stats::median(v), mean(v), max(v))
+  })
+  out <- as.data.frame(do.call(rbind, rows))
+  names(out) <- c("min", "median", "mean", "max")
+  rownames(out) <- columns
+  out
+}
+
+#' @rdname print.wisp_bootstrap
+#' @export
+summary.wisp_bootstrap <- function(object, ...) {
+  d <- object$diagnostics
+  reasons <- d$reason[!d$ok %in% TRUE]
+  structure(list(
+    R = object$R, ok = sum(d$ok %in% TRUE), converged = sum(d$converged %in% TRUE),
+    codes = table(code = replicate_codes(d)),
+    reasons = table(reason = ifelse(is.na(reasons), "unknown", reasons)),
+    time = describe_columns(d, "seconds"),
+    memory = describe_columns(d, c("peak_rss_mb", "pss_mb", "private_dirty_mb")),
+    total.seconds = sum(d$seconds, na.rm = TRUE),
+    seed = object$seed, backend = object$backend, max.fork = object$max.fork
+  ), class = "summary.wisp_bootstrap")
+}
+
+#' @rdname print.wisp_bootstrap
+#' @export
+print.summary.wisp_bootstrap <- function(x, ...) {
+  cat(sprintf("wisp bootstrap summary: %d replicates, %d succeeded, %d converged\n",
+              as.integer(x$R), as.integer(x$ok), as.integer(x$converged)))
+  cat(sprintf("backend \"%s\", %d worker%s, seed %s\n", x$backend,
+              as.integer(if (is.null(x$max.fork)) 1L else x$max.fork),
+              if (isTRUE(x$max.fork > 1)) "s" else "", format(x$seed)))
+  cat("\nConvergence codes:\n")
+  print(x$codes)
+  if (length(x$reasons)) {
+    cat("\nFailure reasons:\n")
+    print(x$reasons)
+  }
+  cat(sprintf("\nSeconds per replicate (%s in all):\n", format_seconds(x$total.seconds)))
+  print(signif(x$time, 3))
+  cat("\nMemory per replicate (MB, of the process that ran it):\n")
+  print(signif(x$memory, 3))
+  invisible(x)
+}
+
+#' @rdname print.wisp_bootstrap
+#' @param row.names,optional Ignored (for the generic).
+#' @export
+as.data.frame.wisp_bootstrap <- function(x, row.names = NULL, optional = FALSE, ...) {
+  d <- x$diagnostics
+  out <- data.frame(replicate = seq_len(nrow(d)), d, stringsAsFactors = FALSE)
+  estimates <- x$t
+  if (is.null(estimates)) {
+    estimates <- matrix(NA_real_, nrow(d), length(x$t0))
+  }
+  colnames(estimates) <- names(x$t0)
+  estimates <- as.data.frame(estimates, stringsAsFactors = FALSE)
+  names(estimates) <- names(x$t0) # keep the names as they are (no make.names)
+  out <- cbind(out, estimates)
+  rownames(out) <- NULL
+  out
+}

@@ -1,0 +1,185 @@
+# ggplot2 figures of "wisp" fits and "wisp_bootstrap" results: checked on
+# their layers, mappings and data.
+
+skip_if_not_installed("ggplot2")
+
+plots_counts <- function() wisp_simulate(n.genes = 2, n.bins = 40, seed = 1)
+
+plots_fit <- local({
+  fit <- NULL
+  function() {
+    if (is.null(fit)) {
+      fit <<- wisp(plots_counts(), model.settings = list(LRO_cost = "none"), verbose = FALSE)
+    }
+    fit
+  }
+})
+
+plots_booted <- local({
+  fit <- NULL
+  function() {
+    if (is.null(fit)) {
+      fit <<- suppressWarnings(wisp(plots_counts(), model.settings = list(LRO_cost = "none"),
+                                    bootstraps.num = 20, ran.seed = 1, verbose = FALSE))
+    }
+    fit
+  }
+})
+
+layer_geoms <- function(p) vapply(p$layers, function(l) class(l$geom)[1], "")
+
+# Builds the plot (as printing would) and fails on any warning.
+expect_builds <- function(p) {
+  expect_s3_class(p, "ggplot")
+  expect_no_warning(built <- ggplot2::ggplot_build(p))
+  invisible(built)
+}
+
+test_that("the rate-count plot has counts, sample curves, population curves and change points", {
+  fit <- plots_fit()
+  p <- plot(fit)
+  expect_builds(p)
+  expect_identical(layer_geoms(p), c("GeomPoint", "GeomLine", "GeomLine", "GeomVline"))
+  expect_s3_class(p$facet, "FacetGrid")
+
+  counts <- p$layers[[1]]$data
+  expect_true(all(counts$ran != "none"))
+  expect_false(anyNA(counts$y.count))
+  expect_equal(counts$y.count, counts$count)
+  expect_s3_class(p$layers[[1]]$position, "PositionJitter")
+  expect_equal(p$layers[[1]]$aes_params$alpha, fit$plot.settings$count.alpha.ran)
+
+  samples <- p$layers[[2]]$data
+  expect_true(all(samples$ran != "none"))
+  expect_identical(p$layers[[2]]$aes_params$linetype, "dashed")
+  expect_identical(length(unique(samples$curve)), 3L * 2L) # mice x treatments
+
+  population <- p$layers[[3]]$data
+  expect_true(all(population$ran == "none"))
+  expect_equal(population$y.pred, population$pred)
+  expect_identical(levels(population$treatment), fit$treatment$names)
+
+  expect_identical(nrow(p$layers[[4]]$data), nrow(fit$change.points))
+  expect_identical(p$labels$y, "rate (expected count)")
+})
+
+test_that("the rate-count plot selects genes and contexts and draws the log scale", {
+  fit <- plots_fit()
+  p <- plot(fit, species = "gene2", log.scale = TRUE, change.points = FALSE)
+  expect_builds(p)
+  expect_identical(layer_geoms(p), c("GeomPoint", "GeomLine", "GeomLine"))
+  for (layer in p$layers) expect_true(all(layer$data$species == "gene2"))
+  population <- p$layers[[3]]$data
+  expect_equal(population$y.pred, population$pred.log)
+  expect_equal(p$layers[[1]]$data$y.count, p$layers[[1]]$data$count.log)
+  expect_identical(p$labels$y, "log(rate + 1)")
+
+  p <- plot(fit, counts = FALSE, samples = FALSE, contexts = "context1")
+  expect_identical(layer_geoms(p), c("GeomLine", "GeomVline"))
+
+  expect_error(plot(fit, species = "gene"), class = "wisp_input_error")
+  expect_error(plot(fit, contexts = "nowhere"), class = "wisp_input_error")
+  expect_error(plot(fit, type = "nope"), class = "wisp_input_error")
+  expect_error(plot(fit, counts = NA), class = "wisp_input_error")
+})
+
+test_that("a bootstrapped rate-count plot has the interval band", {
+  fit <- plots_booted()
+  p <- plot(fit)
+  expect_builds(p)
+  expect_identical(layer_geoms(p), c("GeomRibbon", "GeomPoint", "GeomLine", "GeomLine", "GeomVline"))
+  band <- p$layers[[1]]$data
+  expect_true(all(band$ran == "none"))
+  expect_equal(band$y.low, exp(band$pred.low) - 1)
+  expect_equal(band$y.high, exp(band$pred.high) - 1)
+  p <- plot(fit, log.scale = TRUE)
+  expect_equal(p$layers[[1]]$data$y.low, p$layers[[1]]$data$pred.low)
+  expect_false("GeomRibbon" %in% layer_geoms(plot(fit, ci = FALSE)))
+})
+
+test_that("the parameter plot shows estimates, with intervals when bootstrapped", {
+  fit <- plots_fit()
+  p <- plot(fit, type = "parameters")
+  expect_builds(p)
+  expect_identical(layer_geoms(p), "GeomPoint")
+  fixed <- fit$parameters$role != "warp"
+  expect_identical(p$data$parameter, fit$parameters$name[fixed])
+  expect_equal(p$data$estimate, unname(fit$fitted.parameters[fixed]))
+  expect_s3_class(p$facet, "FacetGrid")
+
+  booted <- plots_booted()
+  p <- plot(booted, type = "parameters")
+  expect_builds(p)
+  expect_identical(layer_geoms(p), c("GeomErrorbarh", "GeomPoint"))
+  at <- match(p$data$parameter, booted$stats$parameters$parameter)
+  expect_equal(p$data$CI.low, booted$stats$parameters$CI.low[at])
+  expect_equal(p$data$CI.high, booted$stats$parameters$CI.high[at])
+
+  p <- plot(booted, type = "parameters", roles = c("beta", "warp"), species = "gene1")
+  expect_builds(p)
+  keep <- booted$parameters$role %in% c("beta", "warp") & booted$parameters$species == "gene1"
+  expect_identical(p$data$parameter, booted$parameters$name[keep])
+  expect_error(plot(booted, type = "parameters", roles = "random"), class = "wisp_input_error")
+})
+
+test_that("the effect plot marks significance per treatment effect", {
+  booted <- plots_booted()
+  p <- plot(booted, type = "effects")
+  expect_builds(p)
+  expect_identical(layer_geoms(p), c("GeomVline", "GeomErrorbarh", "GeomPoint", "GeomText"))
+  expect_s3_class(p$facet, "FacetWrap")
+  beta <- booted$parameters$role == "beta"
+  expect_identical(p$data$parameter, booted$parameters$name[beta])
+  stats <- booted$stats$parameters
+  marks <- p$layers[[4]]$data
+  expect_identical(marks$significance, stats$significance[match(marks$parameter, stats$parameter)])
+  expect_true(all(marks$significance %in% c("*", "**", "***")))
+  expect_identical(marks$parameter, p$data$parameter[p$data$significant])
+  expect_identical(p$data$significant, p$data$significance %in% c("*", "**", "***"))
+
+  # Without a bootstrap: estimates only.
+  p <- plot(plots_fit(), type = "effects")
+  expect_builds(p)
+  expect_identical(layer_geoms(p), c("GeomVline", "GeomPoint"))
+})
+
+test_that("the residual plot shows log residuals: histogram and against fitted", {
+  fit <- plots_fit()
+  p <- plot(fit, type = "residuals")
+  expect_builds(p)
+  expect_identical(layer_geoms(p), c("GeomBar", "GeomPoint", "GeomHline"))
+  d <- fit$count.data.summed
+  observed <- !is.na(d$count.log)
+  expect_equal(p$layers[[1]]$data$residual, d$count.log[observed] - d$pred.log[observed])
+  scatter <- p$layers[[2]]$data
+  expect_equal(scatter$fitted, d$pred.log[observed])
+  expect_equal(scatter$residual, residuals(fit, "log")[observed])
+  expect_s3_class(p$facet, "FacetWrap")
+
+  p <- plot(fit, type = "residuals", species = "gene1")
+  expect_identical(nrow(p$layers[[2]]$data), sum(observed & d$species == "gene1"))
+})
+
+test_that("the bootstrap plot shows time and memory per replicate and convergence codes", {
+  boot <- plots_booted()$bootstrap
+  p <- plot(boot)
+  expect_builds(p)
+  expect_identical(layer_geoms(p), "GeomPoint")
+  expect_identical(levels(p$data$metric),
+                   c("seconds", "peak RSS (MB)", "PSS (MB)", "private dirty (MB)"))
+  seconds <- p$data[p$data$metric == "seconds", ]
+  expect_equal(seconds$value, boot$diagnostics$seconds)
+  expect_identical(seconds$replicate, seq_len(boot$R))
+  expect_identical(seconds$code, boot$diagnostics$code)
+
+  p <- plot(boot, type = "codes")
+  expect_builds(p)
+  expect_identical(layer_geoms(p), "GeomBar")
+  expect_identical(nrow(p$data), as.integer(boot$R))
+
+  boot$diagnostics$ok[3] <- FALSE
+  boot$diagnostics$peak_rss_mb[3] <- NA
+  p <- plot(boot, type = "codes")
+  expect_identical(as.character(p$data$code[3]), "failed")
+  expect_builds(plot(boot))
+})
