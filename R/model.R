@@ -129,3 +129,14 @@ model_predict <- function(model, x) {
 model_is_feasible <- function(model, x) {
   model_is_feasible_rust(model$bytes, as.double(x))
 }
+
+#' Fit a model from a given start
+#'
+#' L-BFGS from `start`, with the barrier anchored there (spec section 4).
+#' @return A list with `parameters`, `penalized_nll`, `nll`, `code`,
+#'   `converged`, `evaluations` and `seconds`.
+#' @keywords internal
+#' @noRd
+model_fit <- function(model, start, ctol = 1e-6, max_evals = 1000L) {
+  model_fit_rust(model$bytes, as.double(start), as.double(ctol), as.integer(max_evals))
+}

@@ -471,6 +471,17 @@ fn model_is_feasible_rust(bytes: Raw, x: Vec<f64>) -> Result<bool> {
         .map_err(input_error)
 }
 
+/// Fit a model (with its structure) from a given start.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn model_fit_rust(bytes: Raw, start: Vec<f64>, ctol: f64, max_evals: i32) -> Result<List> {
+    let model = decode_model(&bytes)?;
+    let settings = fit_settings(ctol, max_evals)?;
+    let result = fit::fit(&model, &start, &settings).map_err(input_error)?;
+    Ok(fit_list(&result))
+}
+
 /// Seconds per value-and-gradient evaluation, timed inside Rust over `repeats` calls.
 /// @keywords internal
 /// @noRd
@@ -882,6 +893,7 @@ extendr_module! {
     fn model_objective_rust;
     fn model_predict_rust;
     fn model_is_feasible_rust;
+    fn model_fit_rust;
     fn model_time_evaluation_rust;
     fn wisp_fit_rust;
     fn wisp_grid_search_rust;
