@@ -39,6 +39,11 @@ model_predict_rust <- function(bytes, x) .Call(wrap__model_predict_rust, bytes, 
 #' @noRd
 model_is_feasible_rust <- function(bytes, x) .Call(wrap__model_is_feasible_rust, bytes, x)
 
+#' Fit a model (with its structure) from a given start.
+#' @keywords internal
+#' @noRd
+model_fit_rust <- function(bytes, start, ctol, max_evals) .Call(wrap__model_fit_rust, bytes, start, ctol, max_evals)
+
 #' Seconds per value-and-gradient evaluation, timed inside Rust over `repeats` calls.
 #' @keywords internal
 #' @noRd
