@@ -6,7 +6,7 @@ use super::design::{
     boundary_distances_per_block, components_per_block, Component, Design, ParameterLayout,
     Structure, WarpKind,
 };
-use super::special::{digamma, ln_gamma, ln_gamma_ratio};
+use super::special::{ln_gamma, ln_gamma_ratio, ln_gamma_ratio_and_digamma_difference};
 use super::table::SummedTable;
 use serde::{Deserialize, Serialize};
 
@@ -238,8 +238,14 @@ fn row_term<const WITH_DERIVATIVE: bool>(
     // when φ = 0, where the plain form cancels away most digits.
     let rho = mu / variance;
     let shape = mu * rho;
-    let log_likelihood = -shape * (1.0 / rho).ln_1p() - y * rho.ln_1p() + ln_gamma_ratio(y, shape)
-        - ln_gamma_y_plus_one;
+    let log_rate_term = (1.0 / rho).ln_1p();
+    let (gamma_ratio, digamma_difference) = if WITH_DERIVATIVE {
+        ln_gamma_ratio_and_digamma_difference(y, shape)
+    } else {
+        (ln_gamma_ratio(y, shape), 0.0)
+    };
+    let log_likelihood =
+        -shape * log_rate_term - y * rho.ln_1p() + gamma_ratio - ln_gamma_y_plus_one;
     if !WITH_DERIVATIVE {
         return RowTerm {
             log_likelihood,
@@ -249,7 +255,7 @@ fn row_term<const WITH_DERIVATIVE: bool>(
     let d_variance = (1.0 - rate + 2.0 * dispersion * rate) / (scale * scale);
     let d_rho = (1.0 - rho * d_variance) / variance;
     let d_shape = rho * (2.0 - rho * d_variance);
-    let by_shape = -(1.0 / rho).ln_1p() + digamma(y + shape) - digamma(shape);
+    let by_shape = -log_rate_term + digamma_difference;
     let by_rho = shape / rho - (y + shape) / (rho + 1.0);
     RowTerm {
         log_likelihood,
