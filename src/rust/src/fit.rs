@@ -845,105 +845,10 @@ impl SmoothObjective for SoftMinDistance<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::curve::{BlockCurve, WarpBounds, WarpFactors};
-    use crate::model::design::components_per_block;
-    use crate::model::{Design, Factor, ParameterLayout, Settings, Structure};
-    use crate::model::{SummedTable, TableShape, TokenColumns};
+    use crate::model::Factor;
 
-    /// SplitMix64, as in the model's synthetic tests.
-    struct SplitMix(u64);
+    use crate::model::synthetic::{build_case_from, strings, Case, SplitMix};
 
-    impl SplitMix {
-        fn next_u64(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-
-        fn uniform(&mut self) -> f64 {
-            (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-        }
-
-        fn between(&mut self, low: f64, high: f64) -> f64 {
-            low + (high - low) * self.uniform()
-        }
-
-        fn below(&mut self, n: usize) -> usize {
-            (self.next_u64() % n as u64) as usize
-        }
-
-        fn poisson(&mut self, mean: f64) -> f64 {
-            let limit = (-mean).exp();
-            let mut product = self.uniform();
-            let mut draws = 0.0;
-            while product > limit {
-                product *= self.uniform();
-                draws += 1.0;
-            }
-            draws
-        }
-    }
-
-    const BINS: usize = 30;
-
-    fn labels(prefix: &str, count: usize) -> Vec<String> {
-        (1..=count).map(|i| format!("{prefix}{i}")).collect()
-    }
-
-    fn strings(values: &[&str]) -> Vec<String> {
-        values.iter().map(|v| v.to_string()).collect()
-    }
-
-    struct Case {
-        model: Model,
-        truth: Vec<f64>,
-    }
-
-    /// Predicted log rate of one block straight from the parameters.
-    fn reference_curve(
-        design: &Design,
-        layout: &ParameterLayout,
-        x: &[f64],
-        (context, species, treatment): (usize, usize, usize),
-        warped_ran: Option<usize>,
-    ) -> BlockCurve {
-        let degree = layout.degree(context, species);
-        let mut unwarped = vec![0.0; components_per_block(degree)];
-        for component in Component::ALL {
-            for k in 0..component.count(degree) {
-                let mut z = 0.0;
-                for (i, w) in design.weight_row(treatment).iter().enumerate() {
-                    z += w * x[layout
-                        .beta_index(component, context, species, k, i)
-                        .unwrap()];
-                }
-                unwarped[component.position(degree, k)] = z;
-            }
-        }
-        let factors = match warped_ran {
-            Some(r) => WarpFactors {
-                point: x[layout.warp_index(WarpKind::Point, species, r).unwrap()],
-                rate: x[layout.warp_index(WarpKind::Rate, species, r).unwrap()],
-                slope: x[layout.warp_index(WarpKind::Slope, species, r).unwrap()],
-            },
-            None => WarpFactors::default(),
-        };
-        let inf_warp = Settings::default().inf_warp();
-        let bounds = WarpBounds {
-            rate: inf_warp,
-            slope: inf_warp,
-            point: BINS as f64,
-        };
-        let mut curve = BlockCurve::with_capacity(degree);
-        curve.set(degree, &unwarped, factors, bounds);
-        curve
-    }
-
-    /// A design with the given degrees (context-major), true parameters with
-    /// rates of about 1–50 counts, and tokens drawn around them (as in
-    /// model/synthetic.rs, with the degrees chosen by the caller).
     fn build_case(
         seed: u64,
         contexts: usize,
@@ -952,111 +857,14 @@ mod tests {
         factors: Vec<Factor>,
         ran_levels: usize,
     ) -> Case {
-        let mut rng = SplitMix(seed);
-        let design = Design::new(
-            labels("ctx", contexts),
-            labels("gene", species),
-            labels("mouse", ran_levels),
-            factors,
-        )
-        .unwrap();
-        let structure = Structure::new(contexts, species, degrees).unwrap();
-        let layout = ParameterLayout::new(&design, &structure).unwrap();
-        let treatments = design.treatment_count();
-
-        let mut truth = vec![0.0; layout.len()];
-        for c in 0..contexts {
-            for s in 0..species {
-                let degree = layout.degree(c, s);
-                for k in 0..=degree {
-                    for i in 0..treatments {
-                        let index = layout.beta_index(Component::Rate, c, s, k, i).unwrap();
-                        truth[index] = if i == 0 {
-                            rng.between(1.0, 3.5)
-                        } else {
-                            rng.between(-0.15, 0.15)
-                        };
-                    }
-                }
-                for k in 0..degree {
-                    for i in 0..treatments {
-                        let slope = layout.beta_index(Component::Slope, c, s, k, i).unwrap();
-                        truth[slope] = if i == 0 {
-                            rng.between(0.3, 0.9)
-                        } else {
-                            rng.between(-0.05, 0.05)
-                        };
-                        let point = layout.beta_index(Component::Point, c, s, k, i).unwrap();
-                        let spacing = BINS as f64 / (degree + 1) as f64;
-                        truth[point] = if i == 0 {
-                            spacing * (k + 1) as f64 + rng.between(-0.5, 0.5)
-                        } else {
-                            rng.between(-0.3, 0.3)
-                        };
-                    }
-                }
-            }
-        }
-        for s in 0..species {
-            for r in 0..design.ran_blocks().warped_levels() {
-                for kind in WarpKind::ALL {
-                    truth[layout.warp_index(kind, s, r).unwrap()] = rng.between(-0.1, 0.1);
-                }
-            }
-        }
-
-        let mut count = Vec::new();
-        let mut bin = Vec::new();
-        let mut context = Vec::new();
-        let mut species_column = Vec::new();
-        let mut ran = Vec::new();
-        let mut treatment = Vec::new();
-        let ran_blocks = design.ran_blocks();
-        for r in 0..ran_levels {
-            let warped = ran_blocks.warped_of_block(ran_blocks.block_of_real(r));
-            for c in 0..contexts {
-                for s in 0..species {
-                    for t in 0..treatments {
-                        let mut curve =
-                            reference_curve(&design, &layout, &truth, (c, s, t), warped);
-                        for b in 1..=BINS {
-                            if rng.uniform() < 0.05 {
-                                continue; // an empty (NA) cell
-                            }
-                            let rate = curve.evaluate(b as f64).exp_m1();
-                            let tokens = 1 + rng.below(3);
-                            for _ in 0..tokens {
-                                let noise = rng.between(-0.4, 0.4).exp();
-                                count.push(rng.poisson(rate * noise / tokens as f64));
-                                bin.push(b as i32);
-                                context.push(c);
-                                species_column.push(s);
-                                ran.push(r);
-                                treatment.push(t);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        let shape = TableShape {
-            bins: BINS,
+        build_case_from(
+            &mut SplitMix(seed),
             contexts,
             species,
+            degrees,
+            factors,
             ran_levels,
-            treatments,
-        };
-        let columns = TokenColumns {
-            count: &count,
-            bin: &bin,
-            context: &context,
-            species: &species_column,
-            ran: &ran,
-            treatment: &treatment,
-        };
-        let table = SummedTable::new(shape, columns, true).unwrap();
-        let model = Model::new(table, design, structure, Settings::default()).unwrap();
-        Case { model, truth }
+        )
     }
 
     fn binary_factor() -> Vec<Factor> {

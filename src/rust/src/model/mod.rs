@@ -20,4 +20,4 @@ pub use objective::{Model, Objective, Settings};
 pub use table::{SummedTable, TableShape, TokenColumns};
 
 #[cfg(test)]
-mod synthetic;
+pub(crate) mod synthetic;

@@ -11,10 +11,10 @@ use super::special::ln_gamma;
 use super::table::{SummedTable, TableShape, TokenColumns};
 
 /// SplitMix64: tiny, deterministic, good enough for test data.
-struct SplitMix(u64);
+pub(crate) struct SplitMix(pub(crate) u64);
 
 impl SplitMix {
-    fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -22,20 +22,20 @@ impl SplitMix {
         z ^ (z >> 31)
     }
 
-    fn uniform(&mut self) -> f64 {
+    pub(crate) fn uniform(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    fn between(&mut self, low: f64, high: f64) -> f64 {
+    pub(crate) fn between(&mut self, low: f64, high: f64) -> f64 {
         low + (high - low) * self.uniform()
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next_u64() % n as u64) as usize
     }
 
     /// Knuth's method; fine for the means used here (< 60).
-    fn poisson(&mut self, mean: f64) -> f64 {
+    pub(crate) fn poisson(&mut self, mean: f64) -> f64 {
         let limit = (-mean).exp();
         let mut product = self.uniform();
         let mut draws = 0.0;
@@ -54,30 +54,28 @@ enum Factors {
     BinaryAndTimeSeries,
 }
 
-fn strings(values: &[&str]) -> Vec<String> {
+pub(crate) fn strings(values: &[&str]) -> Vec<String> {
     values.iter().map(|v| v.to_string()).collect()
 }
 
-fn labels(prefix: &str, count: usize) -> Vec<String> {
+pub(crate) fn labels(prefix: &str, count: usize) -> Vec<String> {
     (1..=count).map(|i| format!("{prefix}{i}")).collect()
 }
 
-struct Case {
-    model: Model,
-    truth: Vec<f64>,
+pub(crate) struct Case {
+    pub(crate) model: Model,
+    pub(crate) truth: Vec<f64>,
 }
 
-const BINS: usize = 30;
+pub(crate) const BINS: usize = 30;
 
 /// Predicted log rate of one block straight from the parameter vector, by a
 /// route independent of the objective's workspace.
-fn reference_curve(
+pub(crate) fn reference_curve(
     design: &Design,
     layout: &ParameterLayout,
     x: &[f64],
-    context: usize,
-    species: usize,
-    treatment: usize,
+    (context, species, treatment): (usize, usize, usize),
     warped_ran: Option<usize>,
 ) -> BlockCurve {
     let degree = layout.degree(context, species);
@@ -126,14 +124,34 @@ fn build_case(seed: u64, factors: Factors, ran_levels: usize) -> Case {
             Factor::time_series("age", strings(&["7", "12", "18"])),
         ],
     };
+    let degrees: Vec<usize> = (0..contexts * species).map(|_| rng.below(4)).collect();
+    build_case_from(
+        &mut rng,
+        contexts,
+        species,
+        degrees,
+        factor_list,
+        ran_levels,
+    )
+}
+
+/// A design with the given degrees (context-major), true parameters with
+/// rates of about 1–50 counts, and tokens drawn around them.
+pub(crate) fn build_case_from(
+    rng: &mut SplitMix,
+    contexts: usize,
+    species: usize,
+    degrees: Vec<usize>,
+    factors: Vec<Factor>,
+    ran_levels: usize,
+) -> Case {
     let design = Design::new(
         labels("ctx", contexts),
         labels("gene", species),
         labels("mouse", ran_levels),
-        factor_list,
+        factors,
     )
     .unwrap();
-    let degrees: Vec<usize> = (0..contexts * species).map(|_| rng.below(4)).collect();
     let structure = Structure::new(contexts, species, degrees).unwrap();
     let layout = ParameterLayout::new(&design, &structure).unwrap();
     let treatments = design.treatment_count();
@@ -191,7 +209,7 @@ fn build_case(seed: u64, factors: Factors, ran_levels: usize) -> Case {
         for c in 0..contexts {
             for s in 0..species {
                 for t in 0..treatments {
-                    let mut curve = reference_curve(&design, &layout, &truth, c, s, t, warped);
+                    let mut curve = reference_curve(&design, &layout, &truth, (c, s, t), warped);
                     for b in 1..=BINS {
                         if rng.uniform() < 0.05 {
                             continue; // an empty (NA) cell
@@ -331,7 +349,7 @@ fn predictions_and_nll_agree_with_a_direct_computation() {
                     for t in 0..shape.treatments {
                         let warped = ran_blocks.warped_of_block(block);
                         let mut curve =
-                            reference_curve(model.design(), model.layout(), &x, c, s, t, warped);
+                            reference_curve(model.design(), model.layout(), &x, (c, s, t), warped);
                         for b in 1..=shape.bins {
                             let row = table.row_index(block, c, s, t, b).unwrap();
                             let mu = curve.evaluate(b as f64);
