@@ -68,6 +68,9 @@ if (exists("model_fit", envir = asNamespace("wispack"))) {
   record("small", small, "fit_converged", fits["converged", ])
 }
 
+# Peak RSS so far is the small model's (the large one is not built yet).
+record("small", small, "peak_rss_mb_of_R", peak_rss_mb())
+
 cat("Building the large model...\n")
 large <- simulated_model(12, 6, 5, factors_2x3, 100, large_degrees)
 record("large", large, "evaluation_ms", replicate(repeats, evaluation_ms(large, 10)))
