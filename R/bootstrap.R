@@ -40,9 +40,29 @@
 #'   "memory limit" (fork backend).
 #' @param trim.memory Return freed heap memory to the system after each
 #'   replicate (glibc `malloc_trim`), for workers that run several.
-#' @param checkpoint Reserved for resumable runs; must be `NULL`.
+#' @param checkpoint `NULL`, or the path of a checkpoint file that makes the
+#'   run resumable. Every backend appends each replicate's outcome to it as
+#'   soon as it is known, in a checksummed frame that is flushed to disk
+#'   (`fsync`) before the run goes on. Rerunning `bs_batch()` with the same
+#'   fit and path (and the same `seed`, or `seed = NULL` to take the one
+#'   recorded there) runs only the replicates that have not succeeded yet;
+#'   the result is identical to that of an uninterrupted run (apart from the
+#'   timing and memory columns of `diagnostics`). A frame that fails its
+#'   checksum (e.g. the tail of a run killed while writing) is dropped with a
+#'   warning of class `wisp_checkpoint_warning` and its replicate run again.
+#'   A larger `bootstraps.num` extends a finished run. An existing file that
+#'   is not a checkpoint, or a checkpoint of another fit or seed, is an error
+#'   and is left unchanged. Use one path per run, and one run at a time.
 #' @param progress Report progress through the progressr package (when
 #'   installed) as replicates finish.
+#' @section Interrupts and failures:
+#' A replicate whose worker is killed, crashes, panics, exceeds `timeout` or
+#' `child.memory.limit` is recorded as failed (`NA` row of `t`, `ok =
+#' FALSE` and the reason in `diagnostics`); the other replicates are kept.
+#' Ctrl-C (SIGINT) during a fork-backend run kills and reaps every worker and
+#' signals an error of class `wisp_interrupted` whose `result` element is the
+#' `"wisp_bootstrap"` of the replicates finished so far (the others failed
+#' with reason "interrupted"); with a checkpoint, they are also on disk.
 #' @return An object of class `"wisp_bootstrap"`: `t0` (the full-data
 #'   estimates), `t` (replicates x parameters, `NA` rows for failed
 #'   replicates, parameter names as column names), `R` (number of
@@ -63,7 +83,7 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
                      child.memory.limit = NULL, trim.memory = FALSE,
                      checkpoint = NULL, progress = interactive()) {
   call <- match.call()
-  check_wisp_fit(fit)
+  plan_info <- wisp_fit_plan(fit)
   check_whole_number(bootstraps.num, "bootstraps.num", lower = 1, upper = 1e7)
   check_whole_number(max.fork, "max.fork", lower = 1, upper = 4096)
   check_worker_limit(max.fork, "max.fork")
@@ -77,47 +97,99 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
   }
   check_flag(trim.memory, "trim.memory")
   check_flag(progress, "progress")
-  if (!is.null(checkpoint)) {
-    stop_input("`checkpoint` is reserved for resumable bootstraps, which are not implemented ",
-               "yet; leave it NULL.")
-  }
+  if (!is.null(checkpoint)) checkpoint <- check_checkpoint_path(checkpoint)
   if (backend != "fork" && (is.finite(timeout) || !is.null(child.memory.limit))) {
     stop_input("`timeout` and `child.memory.limit` need backend = \"fork\".")
   }
   if (backend == "future" && !requireNamespace("future.apply", quietly = TRUE)) {
     stop_input("backend = \"future\" needs the future.apply package.")
   }
-  if (is.null(seed)) {
-    seed <- sample.int(.Machine$integer.max, 1L)
-  } else {
-    check_whole_number(seed, "seed", lower = -.Machine$integer.max)
+  if (!is.null(seed)) check_whole_number(seed, "seed", lower = -.Machine$integer.max)
+  parameter_count <- length(fit$fitted.parameters)
+  done <- NULL
+  if (!is.null(checkpoint)) {
+    checkpoint <- checkpoint_start(checkpoint, plan_info$key, seed, bootstraps.num,
+                                   parameter_count)
+    seed <- checkpoint$seed
+    done <- checkpoint$done
   }
-  replicates <- seq_len(bootstraps.num)
-  notify <- progress_notifier(progress, bootstraps.num)
+  if (is.null(seed)) seed <- sample.int(.Machine$integer.max, 1L)
+  if (!is.null(checkpoint)) checkpoint$seed <- seed
+  replicates <- setdiff(seq_len(bootstraps.num), done$replicates)
+  notify <- progress_notifier(progress, length(replicates))
 
-  rows <- switch(backend,
-    fork = fork_replicates(fit$plan, seed, replicates, max.fork, tasks.per.child, schedule,
-                           timeout, child.memory.limit, trim.memory, notify),
-    mclapply = collect_replicates(parallel::mclapply(
-      replicates, run_replicate_safely, plan = fit$plan, seed = seed, trim.memory = trim.memory,
-      mc.cores = max.fork, mc.preschedule = mc.preschedule
-    ), notify),
-    serial = collect_replicates(lapply(replicates, function(i) {
-      row <- run_replicate_safely(i, fit$plan, seed, trim.memory)
-      notify()
-      row
-    }), NULL),
-    future = collect_replicates(future.apply::future_lapply(
-      replicates, run_replicate_safely, plan = fit$plan, seed = seed, trim.memory = trim.memory,
-      future.seed = NULL, future.packages = "wispack"
-    ), notify)
-  )
-  t <- rows$estimates
+  rows <- if (!length(replicates)) {
+    collect_replicates(list(), NULL, parameter_count)
+  } else {
+    switch(backend,
+      fork = fork_replicates(fit$plan, seed, replicates, max.fork, tasks.per.child, schedule,
+                             timeout, child.memory.limit, trim.memory, notify, checkpoint),
+      mclapply = collect_replicates(parallel::mclapply(
+        replicates, run_replicate_safely, plan = fit$plan, seed = seed,
+        trim.memory = trim.memory, checkpoint = checkpoint,
+        mc.cores = max.fork, mc.preschedule = mc.preschedule
+      ), notify, parameter_count, checkpoint, replicates),
+      serial = collect_replicates(lapply(replicates, function(i) {
+        row <- run_replicate_safely(i, fit$plan, seed, trim.memory, checkpoint)
+        notify()
+        row
+      }), NULL, parameter_count, checkpoint, replicates),
+      future = collect_replicates(future.apply::future_lapply(
+        replicates, run_replicate_safely, plan = fit$plan, seed = seed,
+        trim.memory = trim.memory, checkpoint = checkpoint,
+        future.seed = NULL, future.packages = "wispack"
+      ), notify, parameter_count, checkpoint, replicates, always_append = TRUE)
+    )
+  }
+  result <- bootstrap_result(fit, bootstraps.num, replicates, rows, done, seed, backend,
+                             max.fork, call)
+  if (length(rows$checkpoint_error) && !is.na(rows$checkpoint_error[1])) {
+    checkpoint_write_warning(checkpoint$path, rows$checkpoint_error[1])
+  }
+  if (isTRUE(rows$interrupted)) {
+    finished <- sum(result$diagnostics$ok)
+    stop(structure(
+      class = c("wisp_interrupted", "error", "condition"),
+      list(message = paste0(
+        "wispack: interrupted; all child processes were killed. The ", finished,
+        " finished replicate", if (finished != 1) "s are" else " is",
+        " in this condition's `result`",
+        if (!is.null(checkpoint)) " and in the checkpoint" else "", "."),
+        call = NULL, result = result)
+    ))
+  }
+  result
+}
+
+# The "wisp_bootstrap" object: replicates taken from the checkpoint (`done`)
+# and the ones just run (`replicates`, with their `rows`), in replicate order.
+bootstrap_result <- function(fit, bootstraps.num, replicates, rows, done, seed, backend,
+                             max.fork, call) {
+  parameter_count <- length(fit$fitted.parameters)
+  t <- matrix(NA_real_, bootstraps.num, parameter_count)
+  diagnostics <- empty_diagnostics(bootstraps.num)
+  if (length(done$replicates)) {
+    t[done$replicates, ] <- done$estimates
+    diagnostics[done$replicates, ] <- done$diagnostics
+  }
+  if (length(replicates)) {
+    t[replicates, ] <- rows$estimates
+    diagnostics[replicates, ] <- rows$diagnostics
+  }
   colnames(t) <- names(fit$fitted.parameters)
   structure(list(t0 = fit$fitted.parameters, t = t, R = bootstraps.num,
-                 diagnostics = rows$diagnostics, seed = seed, backend = backend,
+                 diagnostics = diagnostics, seed = seed, backend = backend,
                  max.fork = max.fork, call = call),
             class = "wisp_bootstrap")
+}
+
+empty_diagnostics <- function(n) {
+  data.frame(ok = logical(n), reason = rep(NA_character_, n), pen.neg.value = rep(NA_real_, n),
+             neg.loglik = rep(NA_real_, n), converged = rep(NA, n), code = rep(NA_character_, n),
+             num.evals = rep(NA_integer_, n), seconds = rep(NA_real_, n),
+             pid = rep(NA_integer_, n), peak_rss_mb = rep(NA_real_, n),
+             pss_mb = rep(NA_real_, n), private_dirty_mb = rep(NA_real_, n),
+             stringsAsFactors = FALSE)
 }
 
 #' Run one bootstrap replicate in this process
@@ -136,9 +208,14 @@ bootstrap_replicate <- function(replicate, plan, seed, trim.memory = FALSE) {
   bootstrap_replicate_rust(plan, as.double(seed), as.integer(replicate), isTRUE(trim.memory))
 }
 
-run_replicate_safely <- function(replicate, plan, seed, trim.memory = FALSE) {
-  tryCatch(bootstrap_replicate(replicate, plan, seed, trim.memory),
-           error = function(e) list(ok = FALSE, reason = paste("error:", conditionMessage(e))))
+# With a `checkpoint` (from checkpoint_start()), the row is appended to it
+# here, in whatever process runs the replicate; `checkpointed` says whether
+# that worked.
+run_replicate_safely <- function(replicate, plan, seed, trim.memory = FALSE, checkpoint = NULL) {
+  row <- tryCatch(bootstrap_replicate(replicate, plan, seed, trim.memory),
+                  error = function(e) list(ok = FALSE, reason = paste("error:", conditionMessage(e))))
+  if (!is.null(checkpoint)) row$checkpointed <- try_checkpoint_append(checkpoint, replicate, row)
+  row
 }
 
 diagnostic_columns <- c("ok", "reason", "pen.neg.value", "neg.loglik", "converged", "code",
@@ -146,16 +223,21 @@ diagnostic_columns <- c("ok", "reason", "pen.neg.value", "neg.loglik", "converge
 
 # Replicate rows from the in-process backends; an element that is not a
 # replicate result (e.g. a worker that died under mclapply) is a failure.
-collect_replicates <- function(results, notify) {
+# With a checkpoint, rows the worker did not append (or, with
+# `always_append`, every row) are appended here.
+collect_replicates <- function(results, notify, parameter_count, checkpoint = NULL,
+                               replicates = NULL, always_append = FALSE) {
   n <- length(results)
-  estimates <- NULL
-  diagnostics <- data.frame(ok = logical(n), reason = NA_character_, pen.neg.value = NA_real_,
-                            neg.loglik = NA_real_, converged = NA, code = NA_character_,
-                            num.evals = NA_integer_, seconds = NA_real_, pid = NA_integer_,
-                            peak_rss_mb = NA_real_, pss_mb = NA_real_, private_dirty_mb = NA_real_,
-                            stringsAsFactors = FALSE)
+  estimates <- matrix(NA_real_, n, parameter_count)
+  diagnostics <- empty_diagnostics(n)
+  checkpoint_error <- NULL
   for (i in seq_len(n)) {
     r <- results[[i]]
+    if (!is.null(checkpoint) && (always_append || !is.list(r) || !isTRUE(r$checkpointed))) {
+      written <- tryCatch(checkpoint_append_row(checkpoint, replicates[i], r),
+                          error = function(e) conditionMessage(e))
+      if (!isTRUE(written) && is.null(checkpoint_error)) checkpoint_error <- written
+    }
     if (!is.list(r) || is.null(r$ok)) {
       diagnostics$reason[i] <- if (inherits(r, "try-error")) {
         paste("error:", trimws(as.character(r)))
@@ -173,7 +255,6 @@ collect_replicates <- function(results, notify) {
     }
     if (isTRUE(r$ok)) {
       f <- r$fit
-      if (is.null(estimates)) estimates <- matrix(NA_real_, n, length(f$parameters))
       estimates[i, ] <- f$parameters
       diagnostics$pen.neg.value[i] <- f$penalized_nll
       diagnostics$neg.loglik[i] <- f$nll
@@ -185,16 +266,17 @@ collect_replicates <- function(results, notify) {
     }
   }
   if (!is.null(notify)) for (i in seq_len(n)) notify()
-  list(estimates = estimates, diagnostics = diagnostics)
+  list(estimates = estimates, diagnostics = diagnostics, checkpoint_error = checkpoint_error)
 }
 
 fork_replicates <- function(plan, seed, replicates, workers, tasks_per_child, schedule,
-                            timeout, memory_limit, trim_memory, notify) {
+                            timeout, memory_limit, trim_memory, notify, checkpoint = NULL) {
   out <- run_engine(bootstrap_fork_rust(
     plan, as.double(seed), as.integer(replicates), as.integer(workers),
     as.integer(tasks_per_child), schedule, as.double(timeout),
     if (is.null(memory_limit)) NA_real_ else as.double(memory_limit),
-    trim_memory, function(replicate, ok) notify(), injected_faults()
+    trim_memory, function(replicate, ok) notify(), injected_faults(),
+    if (is.null(checkpoint)) "" else checkpoint$path
   ))
   records <- out$records
   fits <- out$fits
@@ -205,9 +287,15 @@ fork_replicates <- function(plan, seed, replicates, workers, tasks_per_child, sc
     peak_rss_mb = records$peak_rss_mb, pss_mb = records$pss_mb,
     private_dirty_mb = records$private_dirty_mb, stringsAsFactors = FALSE
   )
+  if (isTRUE(out$interrupted)) {
+    unfinished <- !diagnostics$ok & diagnostics$pid %in% 0L
+    diagnostics$reason[unfinished] <- "interrupted"
+    diagnostics$pid[unfinished] <- NA_integer_
+  }
   estimates <- matrix(out$estimates, nrow = length(replicates), ncol = out$parameter_count,
                       byrow = TRUE)
-  list(estimates = estimates, diagnostics = diagnostics)
+  list(estimates = estimates, diagnostics = diagnostics, interrupted = isTRUE(out$interrupted),
+       checkpoint_error = out$checkpoint_error)
 }
 
 # Test hook: options(wispack.inject_faults = list(kill = 2, hang = 5)) makes
@@ -238,12 +326,35 @@ match_choice <- function(value, name, choices, call = sys.call(-1)) {
 
 # A "wisp" object whose model can still be bootstrapped.
 check_wisp_fit <- function(fit, call = sys.call(-1)) {
+  wisp_fit_plan(fit, call = call)
+  invisible(fit)
+}
+
+# Checks that `fit` is an intact "wisp" object: its serialised plan decodes,
+# holds the same model as `fit$model`, and has the parameters of
+# `fit$fitted.parameters`. Returns the plan's parameter names and checkpoint
+# key.
+wisp_fit_plan <- function(fit, call = sys.call(-1)) {
   if (!inherits(fit, "wisp")) {
     stop_input("`fit` must be a \"wisp\" object from wisp(), not ", class(fit)[1], ".", call = call)
   }
-  if (!is.raw(fit$plan) || !is.raw(fit$model) || !is.numeric(fit$fitted.parameters)) {
+  if (!is.list(fit) || !is.raw(fit$plan) || !is.raw(fit$model) ||
+      !is.numeric(fit$fitted.parameters)) {
     stop_input("`fit` is missing its serialised model; was it modified? Refit with wisp().",
                call = call)
   }
-  invisible(fit)
+  info <- tryCatch(bootstrap_plan_check_rust(fit$plan, fit$model), error = function(e) {
+    stop_input("`fit` is corrupted: its serialised model cannot be read (",
+               conditionMessage(e), "). Refit with wisp().", call = call)
+  })
+  if (!isTRUE(info$model_matches)) {
+    stop_input("`fit` is corrupted: its `plan` and `model` do not hold the same model. ",
+               "Refit with wisp().", call = call)
+  }
+  if (!identical(names(fit$fitted.parameters), info$parameter_names) ||
+      anyNA(fit$fitted.parameters)) {
+    stop_input("`fit` is corrupted: `fitted.parameters` do not match its model's ",
+               length(info$parameter_names), " parameters. Refit with wisp().", call = call)
+  }
+  info
 }

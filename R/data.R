@@ -74,6 +74,14 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
   bad(!is.na(count) & is.infinite(count), "infinite")
   bad(!is.na(count) & count < 0, "negative")
   bad(!is.na(count) & is.finite(count) & count != round(count), "non-integer")
+  bad(!is.na(count) & is.finite(count) & count > max_exact_count, "too large (above 2^53)")
+  huge <- which(!is.na(count) & count > large_count)
+  if (length(huge)) {
+    warning(sprintf(paste0(
+      "column '%s' (count) has %d count%s above %g (rows %s); token counts are usually far ",
+      "smaller: check that the column holds counts."), count_column, length(huge),
+      if (length(huge) > 1) "s" else "", large_count, row_list(huge)), call. = FALSE)
+  }
   dropped_na <- sum(is.na(count))
   if (dropped_na > 0) {
     warning(sprintf("Dropped %d token%s with an NA count in column '%s'.", dropped_na,
@@ -96,6 +104,18 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
     rows <- which(bin > max_bin)
     fail("column '", bin_column, "' (bin) has ", length(rows), " value(s) above ",
          "model.settings$max_bin = ", max_bin, " (rows ", row_list(rows), ").")
+  }
+  if (max(bin) > max_bins) {
+    rows <- which(bin > max_bins)
+    fail("column '", bin_column, "' (bin) has ", length(rows), " value(s) above ", max_bins,
+         ", the most bins a model can have (rows ", row_list(rows), ").")
+  }
+  occupied <- length(unique(bin))
+  if (max(bin) > 1000 && occupied < max(bin) / 10) {
+    fail("column '", bin_column, "' (bin) numbers bins up to ", max(bin), " but only ",
+         occupied, " of them have tokens; bins must number the spatial positions 1, 2, ... ",
+         "(largest values at rows ", row_list(utils::head(order(bin, decreasing = TRUE), 5)),
+         ").")
   }
   tokens$bin <- as.integer(bin)
 
@@ -123,12 +143,104 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
            "fixed effect needs at least 2. Drop it, or name the fixed effects in ",
            "`variables$fixedeffects`.")
     }
+    if (!is.atomic(values) || is.complex(values) || !(is.numeric(values) ||
+        is.character(values) || is.logical(values) || is.factor(values))) {
+      fail("fixed-effect column '", f, "' must hold numbers, strings, logicals or a factor, ",
+           "not ", class(values)[1], " values.")
+    }
     if (is.factor(values)) tokens[[f]] <- as.character(values)
   }
+  # Labels travel to the Rust core as UTF-8.
+  for (column in c("context", "species", "ran", fixed_effects)) {
+    if (is.character(tokens[[column]])) tokens[[column]] <- as_utf8(tokens[[column]], column, fail)
+  }
+  fixed_effects <- as_utf8(fixed_effects, "fixed-effect names", fail)
+  if (!is.null(time_series)) time_series <- as_utf8(time_series, "timeseries", fail)
+  names(tokens) <- c(column_roles, fixed_effects)
+  check_label_collisions(tokens, fixed_effects, fail)
   check_treatments_have_data(tokens, fixed_effects, fail)
 
   list(tokens = tokens, fixed_effects = fixed_effects, time_series = time_series,
        dropped_na = dropped_na)
+}
+
+# Counts above `large_count` draw a warning; above `max_exact_count` doubles
+# no longer hold every whole number, so they are refused. Bins above
+# `max_bins` are refused (the summed table has a row per bin).
+large_count <- 1e7
+max_exact_count <- 2^53
+max_bins <- 1e5
+
+# Strings in UTF-8; strings that are not valid in their declared encoding
+# are an input error.
+as_utf8 <- function(x, what, fail) {
+  x <- enc2utf8(as.character(x))
+  bad <- which(!validUTF8(x))
+  if (length(bad)) {
+    fail("'", what, "' has ", length(bad), " string(s) that are not valid text in their ",
+         "encoding (rows ", row_list(bad), "); convert them with iconv() first.")
+  }
+  x
+}
+
+# Distinct levels must stay distinct in every name the model builds from
+# them: level labels (as strings), treatment names (non-reference levels
+# joined with ":") and parameter names (labels joined with "_").
+check_label_collisions <- function(tokens, fixed_effects, fail) {
+  for (f in fixed_effects) {
+    values <- tokens[[f]]
+    distinct <- if (is.numeric(values)) sort(unique(values)) else unique(as.character(values))
+    labels <- as.character(distinct)
+    if (anyDuplicated(labels)) {
+      fail("fixed-effect column '", f, "' has distinct values that print the same (",
+           labels[anyDuplicated(labels)], "); round them or make them strings.")
+    }
+  }
+  levels <- lapply(fixed_effects, function(f) sorted_levels(tokens[[f]]))
+  names(levels) <- fixed_effects
+  count <- prod(vapply(levels, length, 1))
+  if (count > 4096) {
+    fail("the fixed effects define ", format(count, big.mark = ","), " treatments (level ",
+         "combinations); at most 4096 are supported.")
+  }
+  treatments <- "ref"
+  for (size in seq_along(levels)) {
+    for (subset in utils::combn(length(levels), size, simplify = FALSE)) {
+      grid <- expand.grid(lapply(levels[subset], function(l) l[-1]), stringsAsFactors = FALSE,
+                          KEEP.OUT.ATTRS = FALSE)
+      treatments <- c(treatments, do.call(paste, c(unname(as.list(grid)), sep = ":")))
+    }
+  }
+  if (anyDuplicated(treatments)) {
+    fail("fixed-effect levels collide: the treatment name \"",
+         treatments[anyDuplicated(treatments)], "\" stands for two different level ",
+         "combinations (treatment names join levels with \":\"); rename levels that contain ",
+         "\":\" or are named \"ref\".")
+  }
+  contexts <- sorted_levels(tokens$context)
+  species <- sorted_levels(tokens$species)
+  ran <- sorted_levels(tokens$ran)
+  components <- c("Rt", "tslope", "tpoint")
+  # Components hold no "_", so the names of one kind are unique exactly when
+  # these label combinations are (the beta check is skipped for designs too
+  # large to enumerate cheaply).
+  names_of <- list(
+    baseline = outer(outer(contexts, components, paste, sep = "_"), species, paste, sep = "_"),
+    warp = outer(ran, species, paste, sep = "_X_")
+  )
+  if (length(contexts) * length(species) * length(treatments) <= 2e6) {
+    names_of$beta <- outer(outer(contexts, species, paste, sep = "_"), treatments[-1], paste,
+                           sep = "_")
+  }
+  for (kind in names(names_of)) {
+    built <- as.vector(names_of[[kind]])
+    if (anyDuplicated(built)) {
+      fail("context, gene (species), random-level or treatment labels collide: two ",
+           "parameters would both be named after \"", built[anyDuplicated(built)], "\" ",
+           "(parameter names join labels with \"_\"); rename labels that contain \"_\".")
+    }
+  }
+  invisible()
 }
 
 check_variables <- function(variables, columns, fail) {

@@ -60,15 +60,39 @@ wisp_fit_rust <- function(bytes, window, cutoff, method, buffer_factor, ctol, ma
 #' @noRd
 wisp_grid_search_rust <- function(bytes, method, buffer_factor, ctol, max_evals, seed, workers) .Call(wrap__wisp_grid_search_rust, bytes, method, buffer_factor, ctol, max_evals, seed, workers)
 
-#' Bootstrap replicates on the fork engine.
+#' Bootstrap replicates on the fork engine. With a non-empty `checkpoint`
+#' path (a file prepared by `checkpoint_open_rust`), the parent appends every
+#' replicate's outcome to it, fsync'd, as it arrives. A Ctrl-C returns the
+#' replicates finished so far with `interrupted = TRUE`.
 #' @keywords internal
 #' @noRd
-bootstrap_fork_rust <- function(plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, faults) .Call(wrap__bootstrap_fork_rust, plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, faults)
+bootstrap_fork_rust <- function(plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, faults, checkpoint) .Call(wrap__bootstrap_fork_rust, plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, faults, checkpoint)
 
 #' One bootstrap replicate in this process (serial, mclapply and future paths).
 #' @keywords internal
 #' @noRd
 bootstrap_replicate_rust <- function(plan, seed, replicate, trim_memory) .Call(wrap__bootstrap_replicate_rust, plan, seed, replicate, trim_memory)
+
+#' Checks a fit's serialised plan against its model bytes; returns the
+#' plan's parameter names and its checkpoint fingerprint (hex).
+#' @keywords internal
+#' @noRd
+bootstrap_plan_check_rust <- function(plan, model) .Call(wrap__bootstrap_plan_check_rust, plan, model)
+
+#' Opens (creating or repairing) a checkpoint file and returns its entries
+#' as columns, `estimates` as a list (NULL for failed replicates), and the
+#' damaged byte ranges that were found (and dropped).
+#' @keywords internal
+#' @noRd
+checkpoint_open_rust <- function(path) .Call(wrap__checkpoint_open_rust, path)
+
+#' Appends one replicate's outcome to a checkpoint made by
+#' `checkpoint_open_rust`, durably. `fit_values` is (pen.neg.value,
+#' neg.loglik, num.evals); `process` is (seconds, pid, peak_rss_mb, pss_mb,
+#' private_dirty_mb), NA for unknown. `ok = FALSE` ignores the fit arguments.
+#' @keywords internal
+#' @noRd
+checkpoint_append_rust <- function(path, key, seed, replicate, ok, reason, parameters, fit_values, code, converged, process) .Call(wrap__checkpoint_append_rust, path, key, seed, replicate, ok, reason, parameters, fit_values, code, converged, process)
 
 #' Per summed row, quantiles of the predicted log rate over parameter
 #' samples (`samples`: one parameter vector after another).

@@ -53,7 +53,7 @@ model_build <- function(tokens, fixed_effects = character(), time_series = NULL,
   degrees <- degree_matrix(degrees, contexts, species)
   time_series_index <- if (is.null(time_series)) -1L else match(time_series, fixed_effects) - 1L
 
-  bytes <- model_build_rust(
+  bytes <- tryCatch(model_build_rust(
     as.double(tokens$count), as.integer(tokens$bin),
     code(tokens$context, contexts), code(tokens$species, species), code(tokens$ran, ran_levels),
     as.integer(factor_codes), contexts, species, ran_levels, as.character(fixed_effects),
@@ -61,7 +61,7 @@ model_build <- function(tokens, fixed_effects = character(), time_series = NULL,
     as.integer(t(degrees)), as.double(settings$warp_precision),
     as.double(settings$buffer_factor), as.double(settings$max_penalty_at_distance_factor),
     isTRUE(settings$round_none)
-  )
+  ), error = function(e) stop_input("cannot build the model: ", conditionMessage(e)))
   model_from_bytes(bytes, settings)
 }
 

@@ -4,7 +4,9 @@
 child_pids <- function(pid = Sys.getpid()) {
   pids <- integer()
   for (stat_file in Sys.glob("/proc/[0-9]*/stat")) {
-    stat <- tryCatch(readLines(stat_file, warn = FALSE), error = function(e) "")
+    # A process can exit between the listing and the read.
+    stat <- tryCatch(suppressWarnings(readLines(stat_file, warn = FALSE)),
+                     error = function(e) "")
     if (length(stat) != 1L || !nzchar(stat)) next
     fields <- strsplit(sub("^.*\\) ", "", stat), " ", fixed = TRUE)[[1]]
     if (as.integer(fields[2]) == pid) {

@@ -85,7 +85,7 @@ test_that("bad arguments are refused", {
   expect_error(bs_batch(list(), 2), class = "wisp_input_error", regexp = "wisp")
   expect_error(bs_batch(fit, 0), class = "wisp_input_error", regexp = "bootstraps.num")
   expect_error(bs_batch(fit, 2, backend = "snow"), class = "wisp_input_error", regexp = "backend")
-  expect_error(bs_batch(fit, 2, checkpoint = tempfile()), class = "wisp_input_error",
+  expect_error(bs_batch(fit, 2, checkpoint = tempdir()), class = "wisp_input_error",
                regexp = "checkpoint")
   expect_error(bs_batch(fit, 2, backend = "serial", timeout = 5), class = "wisp_input_error",
                regexp = "fork")

@@ -6,6 +6,7 @@ use extendr_api::prelude::*;
 use extendr_api::Result;
 
 pub mod bootstrap;
+pub mod checkpoint;
 pub mod engine;
 pub mod faults;
 pub mod fit;
@@ -16,7 +17,7 @@ pub mod streams;
 pub mod structure;
 
 use bootstrap::BootstrapPlan;
-use engine::{Failure, PoolOptions, TaskRecord};
+use engine::{Failure, PoolError, PoolOptions, TaskRecord};
 use fit::{FitResult, FitSettings};
 use model::{CodedTokens, Design, Factor, Model, Objective, ParameterRole, Settings};
 use std::ffi::{c_int, c_void};
@@ -696,7 +697,41 @@ fn trim_heap() {
     }
 }
 
-/// Bootstrap replicates on the fork engine.
+/// The checkpoint entry of a replicate's final outcome.
+fn checkpoint_entry(
+    record: &TaskRecord<FitResult>,
+    plan_hash: u64,
+    seed: f64,
+) -> checkpoint::Entry {
+    checkpoint::Entry {
+        plan_hash,
+        seed,
+        replicate: record.task as u32,
+        fit: record
+            .outcome
+            .as_ref()
+            .ok()
+            .map(|fit| checkpoint::FitSummary {
+                parameters: fit.parameters.clone(),
+                penalized_nll: fit.penalized_nll,
+                nll: fit.nll,
+                code: fit.code.to_string(),
+                converged: fit.code.is_converged(),
+                evaluations: fit.evaluations as i32,
+            }),
+        reason: record.outcome.as_ref().err().map(Failure::to_string),
+        seconds: Some(record.seconds).filter(|s| s.is_finite()),
+        pid: Some(record.pid).filter(|&p| p > 0),
+        peak_rss_mb: record.memory.peak_rss_mb,
+        pss_mb: record.memory.pss_mb,
+        private_dirty_mb: record.memory.private_dirty_mb,
+    }
+}
+
+/// Bootstrap replicates on the fork engine. With a non-empty `checkpoint`
+/// path (a file prepared by `checkpoint_open_rust`), the parent appends every
+/// replicate's outcome to it, fsync'd, as it arrives. A Ctrl-C returns the
+/// replicates finished so far with `interrupted = TRUE`.
 /// @keywords internal
 /// @noRd
 #[extendr]
@@ -713,9 +748,12 @@ fn bootstrap_fork_rust(
     trim_memory: bool,
     on_result: Robj,
     faults: List,
+    checkpoint: &str,
 ) -> Result<List> {
+    let plan_hash = checkpoint::fnv1a64(&[plan.as_slice()]);
     let plan = BootstrapPlan::from_bytes(plan.as_slice()).map_err(input_error)?;
     let faults = fault_plan(faults)?;
+    let seed_number = seed;
     let seed = seed_value(seed)?;
     let options = pool_options(
         workers,
@@ -726,8 +764,18 @@ fn bootstrap_fork_rust(
         0,
     )?;
     let tasks = index_column(replicates, "replicates")?;
+    let mut appender = if checkpoint.is_empty() {
+        None
+    } else {
+        Some(
+            checkpoint::Appender::new(std::path::Path::new(checkpoint))
+                .map_err(|e| input_error(e.to_string()))?,
+        )
+    };
+    let mut checkpoint_error: Option<String> = None;
+    let mut finished: Vec<TaskRecord<FitResult>> = Vec::new();
     let callback = on_result.as_function();
-    let records = engine::run_tasks(
+    let outcome = engine::run_tasks(
         &tasks,
         &options,
         |context| {
@@ -740,12 +788,42 @@ fn bootstrap_fork_rust(
         },
         user_interrupt_pending,
         |record| {
+            if let (Some(writer), None) = (appender.as_mut(), &checkpoint_error) {
+                if let Err(e) = writer.append(&checkpoint_entry(record, plan_hash, seed_number)) {
+                    checkpoint_error = Some(format!("replicate {}: {e}", record.task));
+                }
+            }
+            finished.push(record.clone());
             if let Some(callback) = &callback {
                 let _ = callback.call(pairlist!(record.task as i32, record.outcome.is_ok()));
             }
         },
-    )
-    .map_err(|e| input_error(e.to_string()))?;
+    );
+    let (records, interrupted) = match outcome {
+        Ok(records) => {
+            drop(finished);
+            (records, false)
+        }
+        Err(PoolError::Interrupted) => {
+            let mut by_task: std::collections::HashMap<usize, TaskRecord<FitResult>> =
+                finished.into_iter().map(|r| (r.task, r)).collect();
+            let records = tasks
+                .iter()
+                .map(|&task| {
+                    by_task.remove(&task).unwrap_or(TaskRecord {
+                        task,
+                        attempts: 0,
+                        outcome: Err(Failure::NoResult),
+                        pid: 0,
+                        seconds: f64::NAN,
+                        memory: Default::default(),
+                    })
+                })
+                .collect();
+            (records, true)
+        }
+        Err(e) => return Err(input_error(e.to_string())),
+    };
     let parameter_count = plan.model.parameter_count();
     let mut estimates = Vec::with_capacity(records.len() * parameter_count);
     for record in &records {
@@ -780,8 +858,154 @@ fn bootstrap_fork_rust(
         ),
         fits = fits,
         estimates = estimates,
-        parameter_count = parameter_count as i32
+        parameter_count = parameter_count as i32,
+        interrupted = interrupted,
+        checkpoint_error = r!(checkpoint_error)
     ))
+}
+
+/// Checks a fit's serialised plan against its model bytes; returns the
+/// plan's parameter names and its checkpoint fingerprint (hex).
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn bootstrap_plan_check_rust(plan: Raw, model: Raw) -> Result<List> {
+    let key = format!("{:016x}", checkpoint::fnv1a64(&[plan.as_slice()]));
+    let decoded = BootstrapPlan::from_bytes(plan.as_slice()).map_err(input_error)?;
+    let model_bytes = decoded.model.to_bytes().map_err(input_error)?;
+    Ok(list!(
+        parameter_names = decoded.model.parameter_names(),
+        model_matches = model_bytes.as_slice() == model.as_slice(),
+        key = key
+    ))
+}
+
+fn checkpoint_path(path: &str) -> Result<&std::path::Path> {
+    if path.is_empty() {
+        return Err(input_error("the checkpoint path is empty"));
+    }
+    Ok(std::path::Path::new(path))
+}
+
+/// Opens (creating or repairing) a checkpoint file and returns its entries
+/// as columns, `estimates` as a list (NULL for failed replicates), and the
+/// damaged byte ranges that were found (and dropped).
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn checkpoint_open_rust(path: &str) -> Result<List> {
+    let contents =
+        checkpoint::open(checkpoint_path(path)?).map_err(|e| input_error(e.to_string()))?;
+    let entries = &contents.entries;
+    fn column<E, U>(items: &[E], f: impl Fn(&E) -> U) -> Vec<U> {
+        items.iter().map(f).collect()
+    }
+    let fit =
+        |f: fn(&checkpoint::FitSummary) -> f64| column(entries, move |e| e.fit.as_ref().map(f));
+    Ok(List::from_pairs(vec![
+        ("existed", r!(contents.existed)),
+        ("replicate", r!(column(entries, |e| e.replicate as i32))),
+        (
+            "key",
+            r!(column(entries, |e| format!("{:016x}", e.plan_hash))),
+        ),
+        ("seed", r!(column(entries, |e| e.seed))),
+        ("ok", r!(column(entries, |e| e.fit.is_some()))),
+        ("reason", r!(column(entries, |e| e.reason.clone()))),
+        ("pen.neg.value", r!(fit(|f| f.penalized_nll))),
+        ("neg.loglik", r!(fit(|f| f.nll))),
+        (
+            "converged",
+            r!(column(entries, |e| e.fit.as_ref().map(|f| f.converged))),
+        ),
+        (
+            "code",
+            r!(column(entries, |e| e.fit.as_ref().map(|f| f.code.clone()))),
+        ),
+        (
+            "num.evals",
+            r!(column(entries, |e| e.fit.as_ref().map(|f| f.evaluations))),
+        ),
+        ("seconds", r!(column(entries, |e| e.seconds))),
+        ("pid", r!(column(entries, |e| e.pid))),
+        ("peak_rss_mb", r!(column(entries, |e| e.peak_rss_mb))),
+        ("pss_mb", r!(column(entries, |e| e.pss_mb))),
+        (
+            "private_dirty_mb",
+            r!(column(entries, |e| e.private_dirty_mb)),
+        ),
+        (
+            "estimates",
+            List::from_values(entries.iter().map(|e| match &e.fit {
+                Some(f) => r!(f.parameters.clone()),
+                None => r!(NULL),
+            }))
+            .into(),
+        ),
+        (
+            "damage_offset",
+            r!(column(&contents.damage, |d| d.offset as f64)),
+        ),
+        (
+            "damage_length",
+            r!(column(&contents.damage, |d| d.length as f64)),
+        ),
+        ("damage_at_end", r!(column(&contents.damage, |d| d.at_end))),
+    ]))
+}
+
+/// Appends one replicate's outcome to a checkpoint made by
+/// `checkpoint_open_rust`, durably. `fit_values` is (pen.neg.value,
+/// neg.loglik, num.evals); `process` is (seconds, pid, peak_rss_mb, pss_mb,
+/// private_dirty_mb), NA for unknown. `ok = FALSE` ignores the fit arguments.
+/// @keywords internal
+/// @noRd
+#[extendr]
+#[allow(clippy::too_many_arguments)]
+fn checkpoint_append_rust(
+    path: &str,
+    key: &str,
+    seed: f64,
+    replicate: i32,
+    ok: bool,
+    reason: &str,
+    parameters: Vec<f64>,
+    fit_values: Vec<f64>,
+    code: &str,
+    converged: bool,
+    process: Vec<f64>,
+) -> Result<()> {
+    let plan_hash = u64::from_str_radix(key, 16).map_err(|_| input_error("bad checkpoint key"))?;
+    let replicate = u32::try_from(replicate)
+        .ok()
+        .filter(|&r| r >= 1)
+        .ok_or_else(|| input_error("replicate must be >= 1"))?;
+    if fit_values.len() != 3 || process.len() != 5 {
+        return Err(input_error("fit_values needs 3 values and process 5"));
+    }
+    let known = |v: f64| Some(v).filter(|v| !v.is_nan());
+    let entry = checkpoint::Entry {
+        plan_hash,
+        seed,
+        replicate,
+        fit: ok.then(|| checkpoint::FitSummary {
+            parameters,
+            penalized_nll: fit_values[0],
+            nll: fit_values[1],
+            code: code.to_string(),
+            converged,
+            evaluations: fit_values[2] as i32,
+        }),
+        reason: (!ok).then(|| reason.to_string()),
+        seconds: known(process[0]),
+        pid: known(process[1]).map(|p| p as i32),
+        peak_rss_mb: known(process[2]),
+        pss_mb: known(process[3]),
+        private_dirty_mb: known(process[4]),
+    };
+    checkpoint::Appender::new(checkpoint_path(path)?)
+        .and_then(|mut appender| appender.append(&entry))
+        .map_err(|e| input_error(e.to_string()))
 }
 
 /// One bootstrap replicate in this process (serial, mclapply and future paths).
@@ -899,5 +1123,8 @@ extendr_module! {
     fn wisp_grid_search_rust;
     fn bootstrap_fork_rust;
     fn bootstrap_replicate_rust;
+    fn bootstrap_plan_check_rust;
+    fn checkpoint_open_rust;
+    fn checkpoint_append_rust;
     fn model_prediction_bands_rust;
 }

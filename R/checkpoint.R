@@ -1,0 +1,123 @@
+# Resumable bootstraps: bs_batch(..., checkpoint = path).
+#
+# The checkpoint is an append-only file of checksummed frames, one per
+# finished replicate (src/rust/src/checkpoint.rs). Every backend appends each
+# replicate's outcome as it becomes known and fsyncs it: the fork engine's
+# parent, the serial loop, and the workers of mclapply and future (the
+# parent appends what a worker could not). A rerun with the same path keeps
+# the successful replicates it finds and runs the rest, failed ones included
+# (a failure may have been the machine's, e.g. a killed worker). Frames that
+# fail their checksum (a tail cut short by a crash, damaged bytes) are
+# dropped with a warning of class `wisp_checkpoint_warning`, and their
+# replicates are run again.
+
+# The normalised checkpoint path, or an input error.
+check_checkpoint_path <- function(checkpoint, call = sys.call(-1)) {
+  if (!is.character(checkpoint) || length(checkpoint) != 1L || is.na(checkpoint) ||
+      !nzchar(checkpoint)) {
+    stop_input("`checkpoint` must be NULL or one file path, not ", describe_value(checkpoint),
+               ".", call = call)
+  }
+  path <- normalizePath(path.expand(enc2native(checkpoint)), mustWork = FALSE)
+  if (dir.exists(path)) {
+    stop_input("`checkpoint` must name a file, but '", path, "' is a directory.", call = call)
+  }
+  if (!dir.exists(dirname(path))) {
+    stop_input("the directory of `checkpoint` ('", dirname(path), "') does not exist.",
+               call = call)
+  }
+  path
+}
+
+# Opens (creating or repairing) the checkpoint of a run of `fit` and checks
+# that it belongs to this fit and seed. Returns list(path, key, seed, done):
+# `seed` is the seed recorded in the checkpoint when `seed` is NULL (so a
+# resumed run continues the same bootstrap), and `done` holds the successful
+# replicates (estimates and diagnostics) among 1..bootstraps.num.
+checkpoint_start <- function(path, key, seed, bootstraps.num, parameter_count,
+                             call = sys.call(-1)) {
+  contents <- tryCatch(checkpoint_open_rust(path), error = function(e) {
+    stop_input("cannot use `checkpoint`: ", conditionMessage(e), call = call)
+  })
+  damaged <- length(contents$damage_offset)
+  if (damaged) {
+    warning(structure(
+      class = c("wisp_checkpoint_warning", "warning", "condition"),
+      list(message = sprintf(paste0(
+        "checkpoint '%s' had %d damaged stretch%s (%s bytes%s); they were dropped and the ",
+        "replicates they held will be run again."), path, damaged, if (damaged > 1) "es" else "",
+        format(sum(contents$damage_length), scientific = FALSE),
+        if (any(contents$damage_at_end)) ", a cut-short tail among them" else ""),
+        call = call)
+    ))
+  }
+  foreign <- contents$key != key
+  if (any(foreign)) {
+    stop_input("checkpoint '", path, "' belongs to a bootstrap of a different fit; use a new ",
+               "path (or delete the file).", call = call)
+  }
+  seeds <- unique(contents$seed)
+  if (length(seeds) > 1L) {
+    stop_input("checkpoint '", path, "' mixes bootstraps with different seeds; use a new path.",
+               call = call)
+  }
+  if (length(seeds) == 1L) {
+    if (is.null(seed)) {
+      seed <- seeds
+    } else if (!isTRUE(all.equal(as.double(seed), seeds, tolerance = 0))) {
+      stop_input("checkpoint '", path, "' holds replicates of seed ", format(seeds), ", not ",
+                 format(seed), "; pass seed = ", format(seeds), " (or seed = NULL) to resume ",
+                 "it, or use a new path.", call = call)
+    }
+  }
+  keep <- which(contents$ok & contents$replicate <= bootstraps.num)
+  # The last successful frame of a replicate wins (all of them are equal).
+  keep <- keep[!duplicated(contents$replicate[keep], fromLast = TRUE)]
+  replicates <- contents$replicate[keep]
+  estimates <- matrix(NA_real_, length(keep), parameter_count)
+  for (i in seq_along(keep)) {
+    values <- contents$estimates[[keep[i]]]
+    if (length(values) != parameter_count) {
+      stop_input("checkpoint '", path, "' holds replicates with ", length(values),
+                 " parameters, not ", parameter_count, "; use a new path.", call = call)
+    }
+    estimates[i, ] <- values
+  }
+  diagnostics <- as.data.frame(contents[diagnostic_columns], stringsAsFactors = FALSE)
+  diagnostics <- diagnostics[keep, , drop = FALSE]
+  rownames(diagnostics) <- NULL
+  list(path = path, key = key, seed = seed,
+       done = list(replicates = replicates, estimates = estimates, diagnostics = diagnostics))
+}
+
+# Appends one replicate row (as returned by bootstrap_replicate()) durably.
+checkpoint_append_row <- function(checkpoint, replicate, row) {
+  value <- function(x) if (is.null(x) || length(x) != 1L) NA_real_ else as.double(x)
+  ok <- is.list(row) && isTRUE(row$ok)
+  fit <- if (ok) row$fit else list()
+  process <- if (is.list(row) && is.list(row$process)) row$process else list()
+  reason <- if (ok) "" else if (is.list(row) && is.character(row$reason)) row$reason[1] else "no result"
+  checkpoint_append_rust(
+    checkpoint$path, checkpoint$key, as.double(checkpoint$seed), as.integer(replicate), ok,
+    reason, if (ok) as.double(fit$parameters) else double(),
+    c(value(fit$penalized_nll), value(fit$nll), value(fit$evaluations)),
+    if (ok) as.character(fit$code) else "", ok && isTRUE(fit$converged),
+    c(value(process$seconds), value(process$pid), value(process$peak_rss_mb),
+      value(process$pss_mb), value(process$private_dirty_mb))
+  )
+  invisible(TRUE)
+}
+
+# Appends a row, reporting (not raising) a failure; TRUE when it was written.
+try_checkpoint_append <- function(checkpoint, replicate, row) {
+  isTRUE(tryCatch(checkpoint_append_row(checkpoint, replicate, row), error = function(e) FALSE))
+}
+
+checkpoint_write_warning <- function(path, message, call = sys.call(-1)) {
+  warning(structure(
+    class = c("wisp_checkpoint_warning", "warning", "condition"),
+    list(message = paste0("could not write checkpoint '", path, "' (", message, "); the ",
+                          "result is complete, but a rerun will redo the replicates not saved."),
+         call = call)
+  ))
+}

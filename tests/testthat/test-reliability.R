@@ -1,0 +1,299 @@
+# Reliability: malformed input, injected faults, interrupts and large payloads.
+# Every bad input must end in a classed error (or a documented warning),
+# never in a crash, a hang or a silently wrong result.
+
+test_that("malformed inputs to wisp(), bs_batch() and wisp_simulate() are classed errors", {
+  base <- small_counts()
+  fit <- small_fit()
+  quick <- list(LRO_cost = "none")
+  W <- function(data, ...) wisp(data, model.settings = quick, verbose = FALSE, ...)
+  with_data <- function(change) {
+    data <- base
+    change(data)
+  }
+  with_fit <- function(change) {
+    broken <- fit
+    change(broken)
+  }
+  cases <- list(
+    # wisp(): data
+    "not a data.frame" = quote(W(as.matrix(base))),
+    "a list" = quote(W(as.list(base))),
+    "no rows" = quote(W(base[0, ])),
+    "character counts" = quote(W(with_data(function(d) { d$count <- as.character(d$count); d }))),
+    "logical counts" = quote(W(with_data(function(d) { d$count <- d$count > 0; d }))),
+    "Inf count" = quote(W(with_data(function(d) { d$count[3] <- Inf; d }))),
+    "negative count" = quote(W(with_data(function(d) { d$count[3] <- -1; d }))),
+    "fractional count" = quote(W(with_data(function(d) { d$count[3] <- 0.5; d }))),
+    "count beyond 2^53" = quote(W(with_data(function(d) { d$count[3] <- 2^60; d }))),
+    "all counts NA" = quote(suppressWarnings(W(with_data(function(d) { d$count <- NA_real_; d })))),
+    "bin 0" = quote(W(with_data(function(d) { d$bin[2] <- 0; d }))),
+    "bin NA" = quote(W(with_data(function(d) { d$bin[2] <- NA; d }))),
+    "bin 1e6 (a hang before)" = quote(W(with_data(function(d) { d$bin[2] <- 1e6; d }))),
+    "bin 5000 among 40" = quote(W(with_data(function(d) { d$bin[2] <- 5000; d }))),
+    "bin above max_bin" = quote(wisp(base, model.settings = list(LRO_cost = "none", max_bin = 10),
+                                     verbose = FALSE)),
+    "character bins" = quote(W(with_data(function(d) { d$bin <- as.character(d$bin); d }))),
+    "treatment without data" = quote(W(with_data(function(d) {
+      d$age <- ifelse(d$hemisphere == "left", "P1", sample(c("P1", "P2"), nrow(d), TRUE))
+      d[!(d$hemisphere == "left" & d$age == "P2"), ]
+    }))),
+    "labels collide after pasting (_)" = quote(W(with_data(function(d) {
+      d$context <- ifelse(d$species == "gene1", "a_b", "a")
+      d$species <- ifelse(d$species == "gene1", "c", "b_c")
+      d
+    }))),
+    "levels collide after pasting (:)" = quote(W(with_data(function(d) {
+      d$a <- sample(c("x", "y", "y:z"), nrow(d), TRUE)
+      d$b <- sample(c("w", "z"), nrow(d), TRUE)
+      d$hemisphere <- NULL
+      d
+    }))),
+    "level named ref" = quote(W(with_data(function(d) {
+      d$hemisphere <- ifelse(d$hemisphere == "left", "a", "ref")
+      d
+    }))),
+    "numeric levels that print alike" = quote(W(with_data(function(d) {
+      d$dose <- ifelse(d$hemisphere == "left", 0.3, 0.1 + 0.2)
+      d$hemisphere <- NULL
+      d
+    }))),
+    "invalid UTF-8 label" = quote(W(with_data(function(d) {
+      d$species[d$species == "gene1"] <- "G\xe4d1"
+      Encoding(d$species) <- "UTF-8"
+      d
+    }))),
+    "one-level fixed effect" = quote(W(with_data(function(d) { d$age <- "P1"; d }))),
+    "NA gene" = quote(W(with_data(function(d) { d$species[4] <- NA; d }))),
+    "random level 'none'" = quote(W(with_data(function(d) { d$ran[d$ran == "mouse1"] <- "none"; d }))),
+    "list fixed effect" = quote(W(with_data(function(d) { d$age <- I(as.list(seq_len(nrow(d)) %% 2)); d }))),
+    # wisp(): arguments
+    "max.fork 0" = quote(W(base, max.fork = 0)),
+    "max.fork negative" = quote(W(base, max.fork = -2)),
+    "max.fork NA" = quote(W(base, max.fork = NA)),
+    "max.fork of length 2" = quote(W(base, max.fork = c(1, 2))),
+    "bootstraps.num 2.5" = quote(W(base, bootstraps.num = 2.5)),
+    "bootstraps.num text" = quote(W(base, bootstraps.num = "10")),
+    "ran.seed of length 2" = quote(W(base, ran.seed = 1:2)),
+    "variables of length 2" = quote(W(base, variables = list(count = c("count", "bin")))),
+    "variables not a list" = quote(W(base, variables = "count")),
+    "verbose NA" = quote(wisp(base, model.settings = quick, verbose = NA)),
+    "unknown setting" = quote(wisp(base, model.settings = list(ctoll = 1), verbose = FALSE)),
+    # bs_batch()
+    "not a fit" = quote(bs_batch(list(), 2)),
+    "bootstraps.num 0" = quote(bs_batch(fit, 0)),
+    "bootstraps.num 1.5" = quote(bs_batch(fit, 1.5)),
+    "bootstraps.num Inf" = quote(bs_batch(fit, Inf)),
+    "bootstraps.num NA" = quote(bs_batch(fit, NA)),
+    "bs max.fork 0" = quote(bs_batch(fit, 2, max.fork = 0)),
+    "bs max.fork -1" = quote(bs_batch(fit, 2, max.fork = -1)),
+    "bs max.fork NA" = quote(bs_batch(fit, 2, max.fork = NA_integer_)),
+    "tasks.per.child 0" = quote(bs_batch(fit, 2, tasks.per.child = 0)),
+    "timeout -1" = quote(bs_batch(fit, 2, timeout = -1)),
+    "timeout NA" = quote(bs_batch(fit, 2, timeout = NA_real_)),
+    "child.memory.limit 0" = quote(bs_batch(fit, 2, child.memory.limit = 0)),
+    "seed 1.5" = quote(bs_batch(fit, 2, seed = 1.5)),
+    "schedule unknown" = quote(bs_batch(fit, 2, schedule = "random")),
+    "corrupted plan bytes" = quote(bs_batch(with_fit(function(f) { f$plan <- as.raw(1:10); f }), 2)),
+    "truncated plan" = quote(bs_batch(with_fit(function(f) { f$plan <- f$plan[seq_len(length(f$plan) - 9)]; f }), 2)),
+    "flipped plan bytes" = quote(bs_batch(with_fit(function(f) {
+      at <- round(seq(20, length(f$plan), length.out = 20))
+      f$plan[at] <- as.raw(255 - as.integer(f$plan[at]))
+      f
+    }), 2, backend = "serial")),
+    "plan with a trailing byte" = quote(bs_batch(with_fit(function(f) { f$plan <- c(f$plan, as.raw(0)); f }), 2)),
+    "model of another fit" = quote(bs_batch(with_fit(function(f) {
+      f$model <- wisp(base[base$species == "gene1", ], model.settings = quick, verbose = FALSE)$model
+      f
+    }), 2)),
+    "parameters dropped" = quote(bs_batch(with_fit(function(f) { f$fitted.parameters <- f$fitted.parameters[-1]; f }), 2)),
+    "plan removed" = quote(bs_batch(with_fit(function(f) { f$plan <- NULL; f }), 2)),
+    "class only" = quote(bs_batch(structure(list(), class = "wisp"), 2)),
+    # wisp_simulate()
+    "n.genes 0" = quote(wisp_simulate(n.genes = 0)),
+    "n.genes NA" = quote(wisp_simulate(n.genes = NA)),
+    "n.bins 5" = quote(wisp_simulate(n.bins = 5)),
+    "n.bins of length 2" = quote(wisp_simulate(n.bins = c(20, 30))),
+    "one-level fixed effect (simulate)" = quote(wisp_simulate(fixed.effects = list(a = "x"))),
+    "unnamed fixed effects" = quote(wisp_simulate(fixed.effects = list(c("a", "b")))),
+    "fixed effect named bin" = quote(wisp_simulate(fixed.effects = list(bin = c("a", "b")))),
+    "negative dispersion" = quote(wisp_simulate(dispersion = -1)),
+    "degrees of wrong shape" = quote(wisp_simulate(n.genes = 2, degrees = matrix(1, 2, 2))),
+    "time.series unknown" = quote(wisp_simulate(time.series = "age")),
+    "seed text" = quote(wisp_simulate(seed = "1"))
+  )
+  expect_gte(length(cases), 25)
+  for (name in names(cases)) {
+    started <- Sys.time()
+    expect_error(eval(cases[[name]]), class = "wisp_input_error", label = name)
+    expect_lt(as.numeric(Sys.time() - started, units = "secs"), 10, label = name)
+  }
+  expect_identical(child_pids(), integer())
+})
+
+test_that("unusual but valid inputs fit, with documented warnings where they are suspect", {
+  base <- small_counts()
+  W <- function(data) wisp(data, model.settings = list(LRO_cost = "none"), verbose = FALSE)
+  # NA counts: dropped with a warning
+  data <- base
+  data$count[1:3] <- NA
+  expect_warning(W(data), "Dropped 3 tokens with an NA count")
+  # counts of 1e9: a warning that they are implausible, and a finite fit
+  data <- base
+  data$count[1:2] <- 1e9
+  expect_warning(fit <- W(data), "2 counts above 1e\\+07")
+  expect_true(all(is.finite(fit$fitted.parameters)))
+  # duplicated rows are tokens (two cells with the same count): accepted and
+  # counted, so doubling every row doubles every summed count
+  once <- W(base)
+  twice <- W(rbind(base, base))
+  observed <- !is.na(once$count.data.summed$count) & once$count.data.summed$ran != "none"
+  expect_equal(twice$count.data.summed$count[observed], 2 * once$count.data.summed$count[observed])
+  # a single bin, a single gene, a single random level
+  expect_s3_class(W(transform(base, bin = 1)), "wisp")
+  expect_identical(W(base[base$species == "gene1", ])$grouping.variables$species.lvls, "gene1")
+  single_ran <- W(base[base$ran == "mouse1", ])
+  expect_false(any(grepl("wfactor", names(single_ran$fitted.parameters))))
+  # non-ASCII labels in UTF-8 and latin1 (same labels either way)
+  utf8 <- base
+  utf8$species <- ifelse(utf8$species == "gene1", "G\u00e4d1", "\u03b1-Actin")
+  latin1 <- base
+  latin1$species <- iconv(ifelse(latin1$species == "gene1", "G\u00e4d1", "M\u00fcller"), "UTF-8", "latin1")
+  expect_identical(Encoding(latin1$species[1]), "latin1")
+  expect_setequal(W(utf8)$grouping.variables$species.lvls, c("G\u00e4d1", "\u03b1-Actin"))
+  expect_setequal(enc2utf8(W(latin1)$grouping.variables$species.lvls),
+                  c("G\u00e4d1", "M\u00fcller"))
+  # a non-ASCII fixed-effect name
+  renamed <- base
+  names(renamed)[names(renamed) == "hemisphere"] <- "h\u00e9misph\u00e8re"
+  expect_s3_class(W(renamed), "wisp")
+})
+
+test_that("every injected fault fails only its replicate, with its reason, and leaves no trace", {
+  fit <- small_fit()
+  clean <- bs_batch(fit, 7, max.fork = 2, seed = 41)
+  old <- options(wispack.inject_faults = list(kill = 2L, segfault = 3L, panic = 4L, hang = 5L,
+                                              allocate = 6L))
+  on.exit(options(old))
+  fds <- open_fd_count()
+  boot <- expect_no_trace(bs_batch(fit, 7, max.fork = 2, seed = 41, timeout = 3,
+                                   child.memory.limit = 256))
+  options(old)
+  d <- boot$diagnostics
+  expect_identical(d$ok, c(TRUE, FALSE, FALSE, FALSE, FALSE, FALSE, TRUE))
+  expect_identical(d$reason[2], "killed by signal 9 (SIGKILL)")
+  expect_identical(d$reason[3], "killed by signal 11 (SIGSEGV)")
+  expect_identical(d$reason[4], "panic: injected fault")
+  expect_identical(d$reason[5], "timeout after 3 s")
+  expect_identical(d$reason[6], "memory limit")
+  expect_true(all(is.na(boot$t[2:6, ])))
+  expect_identical(boot$t[c(1, 7), ], clean$t[c(1, 7), ])
+  # the session is still usable, descriptors included
+  expect_identical(open_fd_count(), fds)
+  expect_identical(bs_batch(fit, 7, max.fork = 2, seed = 41)$t, clean$t)
+})
+
+test_that("the same faults under tasks.per.child > 1 keep the replicates around them", {
+  fit <- small_fit()
+  clean <- bs_batch(fit, 6, max.fork = 2, seed = 42)
+  old <- options(wispack.inject_faults = list(kill = 2L, panic = 4L))
+  on.exit(options(old))
+  boot <- expect_no_trace(bs_batch(fit, 6, max.fork = 2, tasks.per.child = 3, seed = 42))
+  expect_identical(boot$diagnostics$ok, c(TRUE, FALSE, TRUE, FALSE, TRUE, TRUE))
+  ok <- boot$diagnostics$ok
+  expect_identical(boot$t[ok, ], clean$t[ok, ])
+})
+
+test_that("Ctrl-C during bs_batch() keeps the finished replicates, in the condition and the checkpoint", {
+  skip_if_not(file.exists("/proc/self/stat"))
+  fit <- small_fit()
+  fit_file <- tempfile(fileext = ".rds")
+  saveRDS(fit, fit_file)
+  checkpoint <- tempfile()
+  pid_file <- tempfile()
+  out_file <- tempfile()
+  on.exit(unlink(c(fit_file, checkpoint, pid_file, out_file)))
+  script <- sprintf(paste(
+    ".libPaths(%s)",
+    "library(wispack)",
+    "fit <- readRDS(%s)",
+    "options(wispack.inject_faults = list(hang = 5:6))",
+    "writeLines(as.character(Sys.getpid()), %s)",
+    "caught <- tryCatch(bs_batch(fit, 6, max.fork = 2, seed = 43, checkpoint = %s),",
+    "  wisp_interrupted = function(e) e)",
+    "after <- bs_batch(fit, 2, seed = 43)", # the session is still usable
+    "saveRDS(list(class = class(caught), result = caught$result, after = after$t), %s)",
+    sep = "\n"), r_literal(.libPaths()), r_literal(fit_file), r_literal(pid_file),
+    r_literal(checkpoint), r_literal(out_file))
+  script_file <- tempfile(fileext = ".R")
+  on.exit(unlink(script_file), add = TRUE)
+  writeLines(script, script_file)
+  system2(file.path(R.home("bin"), "Rscript"), script_file, wait = FALSE, stdout = FALSE,
+          stderr = FALSE)
+  wait_until <- function(condition, seconds) {
+    deadline <- Sys.time() + seconds
+    while (!condition() && Sys.time() < deadline) Sys.sleep(0.05)
+    condition()
+  }
+  expect_true(wait_until(function() file.exists(pid_file) && length(readLines(pid_file)) == 1, 30))
+  worker <- as.integer(readLines(pid_file))
+  # wait until replicates 1-4 are durable and the two hanging ones run
+  expect_true(wait_until(function() {
+    file.exists(checkpoint) &&
+      length(wispack:::checkpoint_open_rust(checkpoint)$replicate) == 4 &&
+      length(child_pids(worker)) == 2
+  }, 30))
+  children <- child_pids(worker)
+  tools::pskill(worker, tools::SIGINT)
+  expect_true(wait_until(function() file.exists(out_file), 20))
+  Sys.sleep(0.3) # let saveRDS finish
+  outcome <- readRDS(out_file)
+  expect_true("wisp_interrupted" %in% outcome$class)
+  partial <- outcome$result
+  expect_s3_class(partial, "wisp_bootstrap")
+  expect_identical(partial$diagnostics$ok, c(TRUE, TRUE, TRUE, TRUE, FALSE, FALSE))
+  expect_identical(partial$diagnostics$reason[5:6], c("interrupted", "interrupted"))
+  expect_false(any(file.exists(file.path("/proc", children))))
+  reference <- bs_batch(fit, 6, max.fork = 2, seed = 43)
+  expect_identical(partial$t[1:4, ], reference$t[1:4, ])
+  expect_identical(outcome$after, reference$t[1:2, ])
+  # resuming from the checkpoint runs only 5 and 6 and gives the full result
+  resumed <- expect_no_trace(bs_batch(fit, 6, max.fork = 2, checkpoint = checkpoint))
+  expect_identical(resumed$diagnostics$pid[1:4], partial$diagnostics$pid[1:4])
+  expect_identical(resumed$t, reference$t)
+})
+
+test_that("100,000-value results from 20 concurrent children arrive in bounded memory", {
+  skip_on_cran() # 20 workers
+  skip_if_not(file.exists("/proc/self/status"))
+  out_file <- tempfile()
+  on.exit(unlink(out_file))
+  script <- sprintf(paste(
+    ".libPaths(%s)",
+    "library(wispack)",
+    "status <- function(key) {",
+    "  line <- grep(paste0('^', key, ':'), readLines('/proc/self/status'), value = TRUE)",
+    "  as.numeric(gsub('[^0-9]', '', line)) / 1024",
+    "}",
+    "invisible(wispack:::engine_selftest(2, workers = 2, payload = 10))",
+    "before <- status('VmRSS')",
+    "started <- Sys.time()",
+    "result <- wispack:::engine_selftest(40, workers = 20, tasks_per_child = 2, payload = 1e5)",
+    "saveRDS(list(ok = result$ok, checksum = result$checksum, growth = status('VmHWM') - before,",
+    "             seconds = as.numeric(Sys.time() - started, units = 'secs')), %s)",
+    sep = "\n"), r_literal(.libPaths()), r_literal(out_file))
+  script_file <- tempfile(fileext = ".R")
+  on.exit(unlink(script_file), add = TRUE)
+  writeLines(script, script_file)
+  status <- system2(file.path(R.home("bin"), "Rscript"), script_file, timeout = 120)
+  expect_identical(status, 0L)
+  outcome <- readRDS(out_file)
+  expect_true(all(outcome$ok))
+  expect_true(all(abs(outcome$checksum / 1e5 - 0.5) < 0.01)) # means of uniforms
+  result_mb <- 40 * 1e5 * 8 / 2^20 # 30.5 MB of doubles
+  expect_lt(outcome$growth, 3 * result_mb + 64)
+  expect_lt(outcome$seconds, 60)
+  # the same payloads with the small pipes of one child per task
+  same <- expect_no_trace(wispack:::engine_selftest(40, workers = 20, payload = 1e5))
+  expect_identical(same$checksum, outcome$checksum)
+})
