@@ -1,15 +1,21 @@
 # Per-task overhead of wispack's fork engine against parallel::mclapply, for a
-# trivial task, with a lean parent and with a parent holding a 1 GB object.
+# trivial task, with a lean parent and with a parent holding 1 GB (and more)
+# of R objects.
 #
 # Usage (from the repository root, with wispack installed):
-#   Rscript benchmarks/fork_overhead.R [n_tasks] [repeats] [workers]
+#   Rscript benchmarks/fork_overhead.R [n_tasks] [repeats] [workers] [parent_gb]
+#   parent_gb: comma-separated sizes of the parent's ballast in GB (default 1;
+#   benchmarks/run_all.sh uses 1,4). The ballast is grown in 1 GB numeric
+#   vectors with every page touched, so a 4 GB parent holds four 1 GB objects.
 # Writes benchmarks/results/fork_overhead.csv and prints a Markdown table of
 # medians (and ranges) of milliseconds per task.
 
-args <- as.integer(commandArgs(trailingOnly = TRUE))
+raw_args <- commandArgs(trailingOnly = TRUE)
+args <- suppressWarnings(as.integer(raw_args))
 n_tasks <- if (length(args) >= 1) args[1] else 40L
 repeats <- if (length(args) >= 2) args[2] else 7L
 workers <- if (length(args) >= 3) args[3] else 2L
+parent_gb <- if (length(raw_args) >= 4) as.numeric(strsplit(raw_args[4], ",")[[1]]) else 1
 
 suppressPackageStartupMessages(library(wispack))
 selftest <- wispack:::engine_selftest
@@ -53,16 +59,19 @@ measure <- function(parent) {
 }
 
 invisible(gc())
-lean <- measure("lean")
-ballast <- runif(1.25e8) # 1 GB of doubles, every page touched
-invisible(gc())
-heavy <- measure("holding 1 GB")
+results <- list(measure("lean"))
+ballast <- list()
+for (gb in sort(parent_gb)) {
+  while (length(ballast) < gb) ballast[[length(ballast) + 1]] <- runif(1.25e8) # 1 GB, touched
+  invisible(gc())
+  results[[length(results) + 1]] <- measure(sprintf("holding %g GB", gb))
+}
 rm(ballast)
-results <- rbind(lean, heavy)
+results <- do.call(rbind, results)
 dir.create("benchmarks/results", showWarnings = FALSE, recursive = TRUE)
 utils::write.csv(results, "benchmarks/results/fork_overhead.csv", row.names = FALSE)
 
-summary <- aggregate(ms_per_task ~ parent + parent_rss_mb + arm, data = results,
+summary <- aggregate(ms_per_task ~ parent_rss_mb + parent + arm, data = results,
                      FUN = function(x) c(median = median(x), min = min(x), max = max(x)))
 cat(sprintf("%d tasks, %d workers, %d repeats; R %s; %s\n\n", n_tasks, workers, repeats,
             getRversion(), format(Sys.time(), "%Y-%m-%d")))
