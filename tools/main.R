@@ -1,6 +1,7 @@
 # The package's main job: fit the bundled example data, bootstrap it on the
 # fork engine, print the fixed effects and write the rate-count plot.
 library(wispack)
+options(width = 160)
 
 cat("wispack", format(utils::packageVersion("wispack")), "\n\n")
 cat("Example data: ", nrow(wisp_example), " tokens of ",
