@@ -97,6 +97,10 @@ pub struct BlockCurve {
     /// σ of every transition at `last_x`, kept for the backward pass.
     sigmoids: Vec<f64>,
     last_x: f64,
+    /// σ_k(b) for every transition k and bin b = 1..=bins, laid out k·bins + b − 1
+    /// (see [`BlockCurve::tabulate_bins`]).
+    bin_sigmoids: Vec<f64>,
+    tabulated_bins: usize,
 }
 
 impl BlockCurve {
@@ -111,6 +115,8 @@ impl BlockCurve {
             adjoint: vec![0.0; length],
             sigmoids: vec![0.0; max_degree],
             last_x: f64::NAN,
+            bin_sigmoids: Vec::new(),
+            tabulated_bins: 0,
         }
     }
 
@@ -176,6 +182,65 @@ impl BlockCurve {
     /// Adjoints accumulated so far, per warped component.
     pub fn adjoint(&self) -> &[f64] {
         &self.adjoint[..components_per_block(self.degree)]
+    }
+
+    /// Tabulates every transition's sigmoid at the bins 1..=`bins`, for
+    /// [`BlockCurve::evaluate_bin`]. Along the bins, e^{−slope·(b − point)}
+    /// is a geometric sequence, so one exponential per transition replaces
+    /// one per bin: the sequence starts at the bin nearest the point (where
+    /// it is near 1) and is multiplied or divided by e^{−slope} outwards, so
+    /// it can only underflow to 0 or overflow to ∞ where σ is 1 or 0 anyway.
+    /// Transitions where that cannot work (non-finite values, or an
+    /// exponential that is 0 or ∞ at the start) use the direct formula.
+    pub fn tabulate_bins(&mut self, bins: usize) {
+        let d = self.degree;
+        self.tabulated_bins = bins;
+        self.bin_sigmoids.resize(d * bins, 0.0);
+        for k in 0..d {
+            let slope = self.values[d + 1 + k];
+            let point = self.values[2 * d + 1 + k];
+            let row = &mut self.bin_sigmoids[k * bins..(k + 1) * bins];
+            let ratio = (-slope).exp();
+            let start = point.round().clamp(1.0, bins.max(1) as f64);
+            let first = (-slope * (start - point)).exp();
+            let usable = ratio.is_finite() && ratio > 0.0 && first.is_finite() && first > 0.0;
+            if !usable {
+                for (b, sigma) in row.iter_mut().enumerate() {
+                    *sigma = sigmoid(slope * ((b + 1) as f64 - point));
+                }
+                continue;
+            }
+            let start = start as usize;
+            let mut term = first;
+            for sigma in row[start - 1..].iter_mut() {
+                *sigma = 1.0 / (1.0 + term);
+                term *= ratio;
+            }
+            let mut term = first / ratio;
+            for sigma in row[..start - 1].iter_mut().rev() {
+                *sigma = 1.0 / (1.0 + term);
+                term /= ratio;
+            }
+        }
+    }
+
+    /// Ψ at bin `bin` (1-based) from the table of [`BlockCurve::tabulate_bins`];
+    /// like [`BlockCurve::evaluate`] otherwise, the backward pass included.
+    pub fn evaluate_bin(&mut self, bin: usize) -> f64 {
+        let d = self.degree;
+        let bins = self.tabulated_bins;
+        self.last_x = bin as f64;
+        let mut psi = self.values[0];
+        for k in 0..d {
+            let upper = self.values[k + 1];
+            if upper.is_infinite() {
+                return upper;
+            }
+            let s = self.bin_sigmoids[k * bins + bin - 1];
+            self.sigmoids[k] = s;
+            psi += (upper - self.values[k]) * s;
+        }
+        psi
     }
 
     /// Ψ(x). Remembers x and the sigmoids for [`BlockCurve::add_value_adjoint`].
@@ -295,6 +360,38 @@ impl BlockCurve {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tabulated_sigmoids_match_the_direct_formula() {
+        let bounds = WarpBounds {
+            rate: 4.5e8,
+            slope: 4.5e8,
+            point: 40.0,
+        };
+        for &(slope, point) in &[
+            (0.5, 12.3),
+            (3.0, 1.2),
+            (800.0, 20.0),
+            (0.01, 39.9),
+            (1e-9, 5.0),
+            (2.0, 60.0),
+            (2.0, -30.0),
+            (-0.7, 18.0),
+            (5.0, 40.0),
+        ] {
+            let mut curve = BlockCurve::with_capacity(1);
+            curve.set(1, &[1.0, 3.0, slope, point], WarpFactors::default(), bounds);
+            curve.tabulate_bins(40);
+            for bin in 1..=40 {
+                let tabulated = curve.evaluate_bin(bin);
+                let direct = curve.evaluate(bin as f64);
+                assert!(
+                    (tabulated - direct).abs() <= 1e-12 * direct.abs().max(1.0),
+                    "slope {slope}, point {point}, bin {bin}: {tabulated} vs {direct}"
+                );
+            }
+        }
+    }
 
     const INF_WARP: f64 = 1e-7 / f64::EPSILON;
 

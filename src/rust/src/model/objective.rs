@@ -711,13 +711,14 @@ impl<'m> Objective<'m> {
                         );
 
                         if include_data && !capped {
+                            self.curve.tabulate_bins(shape.bins);
                             let first_row = table.block_start_row(block, c, s, t);
                             for bin in 0..shape.bins {
                                 let row = first_row + bin;
                                 if !observed[row] {
                                     continue;
                                 }
-                                let mu = self.curve.evaluate((bin + 1) as f64);
+                                let mu = self.curve.evaluate_bin(bin + 1);
                                 if !mu.is_finite() || mu < RATE_LOWER_BOUND {
                                     capped = true;
                                     break;
