@@ -15,6 +15,16 @@ test_that("malformed inputs to wisp(), bs_batch() and wisp_simulate() are classe
     broken <- fit
     change(broken)
   }
+  # bincode writes a short string as a one-byte length and its bytes: replace
+  # that length by the 9-byte varint of 2^40.
+  with_huge_string_length <- function(bytes, label) {
+    label_bytes <- charToRaw(label)
+    starts <- which(bytes[-length(bytes)] == as.raw(length(label_bytes)))
+    at <- Find(function(i) identical(bytes[i + seq_along(label_bytes)], label_bytes), starts)
+    stopifnot(!is.null(at))
+    huge <- as.raw(c(253, 0, 0, 0, 0, 0, 1, 0, 0)) # 2^40, little-endian u64
+    c(bytes[seq_len(at - 1)], huge, bytes[-seq_len(at)])
+  }
   cases <- list(
     # wisp(): data
     "not a data.frame" = quote(W(as.matrix(base))),
@@ -101,6 +111,16 @@ test_that("malformed inputs to wisp(), bs_batch() and wisp_simulate() are classe
       f$plan[at] <- as.raw(255 - as.integer(f$plan[at]))
       f
     }), 2, backend = "serial")),
+    # A length field claiming a terabyte: decoding must refuse it, not try to
+    # allocate it (a failed allocation would abort the R session).
+    "plan with a huge string length" = quote(bs_batch(with_fit(function(f) {
+      f$plan <- with_huge_string_length(f$plan, "gene1")
+      f
+    }), 2)),
+    "model with a huge string length" = quote(bs_batch(with_fit(function(f) {
+      f$model <- with_huge_string_length(f$model, "gene1")
+      f
+    }), 2)),
     "plan with a trailing byte" = quote(bs_batch(with_fit(function(f) { f$plan <- c(f$plan, as.raw(0)); f }), 2)),
     "model of another fit" = quote(bs_batch(with_fit(function(f) {
       f$model <- wisp(base[base$species == "gene1", ], model.settings = quick, verbose = FALSE)$model

@@ -28,13 +28,7 @@ impl BootstrapPlan {
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
-        let (plan, used) =
-            bincode::serde::decode_from_slice::<Self, _>(bytes, bincode::config::standard())
-                .map_err(|e| format!("not a wispack bootstrap plan: {e}"))?;
-        if used != bytes.len() {
-            return Err("not a wispack bootstrap plan: trailing bytes".into());
-        }
-        Ok(plan)
+        crate::codec::decode_exact(bytes, "the bootstrap plan")
     }
 }
 

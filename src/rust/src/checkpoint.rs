@@ -131,9 +131,8 @@ fn frame_at(bytes: &[u8]) -> Option<(Entry, usize)> {
     if fnv1a64(&[&length_bytes, payload]) != checksum {
         return None;
     }
-    let (entry, used) =
-        bincode::serde::decode_from_slice::<Entry, _>(payload, bincode_config()).ok()?;
-    (used == payload.len()).then_some((entry, end))
+    let entry = crate::codec::decode_exact::<Entry>(payload, "a checkpoint entry").ok()?;
+    Some((entry, end))
 }
 
 fn find_magic(bytes: &[u8], from: usize) -> Option<usize> {

@@ -7,6 +7,7 @@ use extendr_api::Result;
 
 pub mod bootstrap;
 pub mod checkpoint;
+pub mod codec;
 pub mod engine;
 pub mod faults;
 pub mod fit;

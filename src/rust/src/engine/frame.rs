@@ -68,15 +68,7 @@ impl FrameReader {
             let Some(payload) = rest.get(HEADER_BYTES..end) else {
                 break;
             };
-            let (value, used) = bincode::serde::decode_from_slice::<T, _>(payload, config())
-                .map_err(|e| format!("corrupt frame: {e}"))?;
-            if used != payload.len() {
-                return Err(format!(
-                    "corrupt frame: {} trailing bytes",
-                    payload.len() - used
-                ));
-            }
-            frames.push(value);
+            frames.push(crate::codec::decode_exact::<T>(payload, "a frame")?);
             consumed += end;
         }
         self.buffer.drain(..consumed);

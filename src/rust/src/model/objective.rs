@@ -173,9 +173,7 @@ impl Model {
 
     /// Inverse of [`Model::to_bytes`]; re-checks the sizes and rebuilds the layout.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
-        let (model, _): (Model, usize) =
-            bincode::serde::decode_from_slice(bytes, bincode::config::standard())
-                .map_err(|error| format!("cannot deserialise the model: {error}"))?;
+        let model: Model = crate::codec::decode_exact(bytes, "the model")?;
         Model::new(model.table, model.design, model.structure, model.settings)
     }
 }
