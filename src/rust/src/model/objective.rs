@@ -302,6 +302,44 @@ struct PassOutcome {
     penalty: f64,
 }
 
+/// The β parameters of one curve point (component m, context c, species s,
+/// index k): one per treatment-design column, stored from `start` on.
+struct BetaRun {
+    start: usize,
+    context: usize,
+    species: usize,
+    degree: usize,
+    /// Where the point sits among its curve's unwarped values.
+    position: usize,
+}
+
+/// Visits every β run in parameter order; shared by the forward map β → z
+/// and its adjoint so both walk the layout the same way.
+fn for_each_beta_run(model: &Model, mut visit: impl FnMut(BetaRun)) {
+    let design = model.design();
+    let layout = model.layout();
+    let treatments = design.treatment_count();
+    for context in 0..design.contexts().len() {
+        for species in 0..design.species().len() {
+            let degree = layout.degree(context, species);
+            for component in Component::ALL {
+                let Some(start) = layout.beta_start(component, context, species) else {
+                    continue;
+                };
+                for k in 0..component.count(degree) {
+                    visit(BetaRun {
+                        start: start + k * treatments,
+                        context,
+                        species,
+                        degree,
+                        position: component.position(degree, k),
+                    });
+                }
+            }
+        }
+    }
+}
+
 /// Evaluation workspace over a borrowed [`Model`]: every buffer is allocated
 /// here, so evaluations do not touch the heap.
 #[derive(Clone, Debug)]
@@ -600,67 +638,43 @@ impl<'m> Objective<'m> {
     fn compute_unwarped(&mut self, x: &[f64]) {
         let model = self.model;
         let design = model.design();
-        let layout = model.layout();
         let treatments = design.treatment_count();
-        for c in 0..design.contexts().len() {
-            for s in 0..design.species().len() {
-                let degree = layout.degree(c, s);
-                for component in Component::ALL {
-                    let Some(start) = layout.beta_start(component, c, s) else {
-                        continue;
-                    };
-                    for k in 0..component.count(degree) {
-                        let betas = &x[start + k * treatments..start + (k + 1) * treatments];
-                        let position = component.position(degree, k);
-                        for t in 0..treatments {
-                            let z: f64 = design
-                                .weight_row(t)
-                                .iter()
-                                .zip(betas)
-                                .map(|(w, beta)| w * beta)
-                                .sum();
-                            let at = self.unwarped_start(c, s, t, degree) + position;
-                            self.unwarped[at] = z;
-                        }
-                    }
-                }
+        for_each_beta_run(model, |run| {
+            let betas = &x[run.start..run.start + treatments];
+            for t in 0..treatments {
+                let z: f64 = design
+                    .weight_row(t)
+                    .iter()
+                    .zip(betas)
+                    .map(|(w, beta)| w * beta)
+                    .sum();
+                let at =
+                    self.unwarped_start(run.context, run.species, t, run.degree) + run.position;
+                self.unwarped[at] = z;
             }
-        }
+        });
     }
 
     /// ∂/∂β_{m,c,s,k,i} = Σ_t W[t, i]·∂/∂z_{m,c,s,k}(t).
     fn add_beta_gradient(&self, gradient: &mut [f64]) {
         let model = self.model;
         let design = model.design();
-        let layout = model.layout();
         let treatments = design.treatment_count();
-        for c in 0..design.contexts().len() {
-            for s in 0..design.species().len() {
-                let degree = layout.degree(c, s);
-                for component in Component::ALL {
-                    let Some(start) = layout.beta_start(component, c, s) else {
-                        continue;
-                    };
-                    for k in 0..component.count(degree) {
-                        let run = start + k * treatments;
-                        let position = component.position(degree, k);
-                        for t in 0..treatments {
-                            let adjoint = self.unwarped_adjoint
-                                [self.unwarped_start(c, s, t, degree) + position];
-                            if adjoint == 0.0 {
-                                continue;
-                            }
-                            for (g, w) in gradient[run..run + treatments]
-                                .iter_mut()
-                                .zip(design.weight_row(t))
-                            {
-                                *g += w * adjoint;
-                            }
-                        }
-                    }
+        for_each_beta_run(model, |run| {
+            for t in 0..treatments {
+                let adjoint = self.unwarped_adjoint
+                    [self.unwarped_start(run.context, run.species, t, run.degree) + run.position];
+                if adjoint == 0.0 {
+                    continue;
+                }
+                for (g, w) in gradient[run.start..run.start + treatments]
+                    .iter_mut()
+                    .zip(design.weight_row(t))
+                {
+                    *g += w * adjoint;
                 }
             }
-        }
+        });
     }
 
     /// One sweep over all blocks: likelihood (optional), boundary distances,
