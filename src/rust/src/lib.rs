@@ -16,6 +16,8 @@ pub mod pipeline;
 pub mod selftest;
 pub mod streams;
 pub mod structure;
+#[cfg(test)]
+mod test_rng;
 
 use bootstrap::BootstrapPlan;
 use engine::{Failure, PoolError, PoolOptions, TaskRecord};

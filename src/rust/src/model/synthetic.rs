@@ -9,43 +9,7 @@ use super::design::{
 use super::objective::{row_log_likelihood, Model, Objective, Settings, PSEUDO_INFINITY};
 use super::special::ln_gamma;
 use super::table::{SummedTable, TableShape, TokenColumns};
-
-/// SplitMix64: tiny, deterministic, good enough for test data.
-pub(crate) struct SplitMix(pub(crate) u64);
-
-impl SplitMix {
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    pub(crate) fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    pub(crate) fn between(&mut self, low: f64, high: f64) -> f64 {
-        low + (high - low) * self.uniform()
-    }
-
-    pub(crate) fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    /// Knuth's method; fine for the means used here (< 60).
-    pub(crate) fn poisson(&mut self, mean: f64) -> f64 {
-        let limit = (-mean).exp();
-        let mut product = self.uniform();
-        let mut draws = 0.0;
-        while product > limit {
-            product *= self.uniform();
-            draws += 1.0;
-        }
-        draws
-    }
-}
+pub(crate) use crate::test_rng::SplitMix;
 
 #[derive(Clone, Copy, Debug)]
 enum Factors {

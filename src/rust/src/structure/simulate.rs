@@ -2,45 +2,7 @@
 
 use super::lro::SeriesMatrix;
 use crate::model::{Design, Factor, SummedTable, TableShape, TokenColumns};
-
-/// SplitMix64: tiny, deterministic, good enough for test data.
-pub struct SplitMix(pub u64);
-
-impl SplitMix {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in (0, 1).
-    pub fn uniform(&mut self) -> f64 {
-        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    /// Standard normal (Box–Muller).
-    pub fn normal(&mut self) -> f64 {
-        let (u, v) = (self.uniform(), self.uniform());
-        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-    }
-
-    /// Poisson: Knuth's method for small means, a rounded normal above 200.
-    pub fn poisson(&mut self, mean: f64) -> f64 {
-        if mean > 200.0 {
-            return (mean + mean.sqrt() * self.normal()).round().max(0.0);
-        }
-        let limit = (-mean).exp();
-        let mut product = self.uniform();
-        let mut draws = 0.0;
-        while product > limit {
-            product *= self.uniform();
-            draws += 1.0;
-        }
-        draws
-    }
-}
+pub(crate) use crate::test_rng::SplitMix;
 
 /// A poly-sigmoid on the log1p scale: levels R_1..R_{d+1}, points and slopes.
 #[derive(Clone, Debug)]
