@@ -8,57 +8,57 @@ NULL
 #' Run synthetic tasks on the fork engine (backend of `engine_selftest()`).
 #' @keywords internal
 #' @noRd
-engine_selftest_rust <- function(n_tasks, workers, tasks_per_child, schedule, payload, sleep, crash, hang, alloc_mb, timeout, memory_limit_mb, seed, retries) .Call(wrap__engine_selftest_rust, n_tasks, workers, tasks_per_child, schedule, payload, sleep, crash, hang, alloc_mb, timeout, memory_limit_mb, seed, retries)
+engine_selftest_rust <- function(n_tasks, workers, tasks_per_child, schedule, payload, sleep, crash, hang, alloc_mb, timeout, memory_limit_mb, seed, retries) rust_result(.Call(wrap__engine_selftest_rust, n_tasks, workers, tasks_per_child, schedule, payload, sleep, crash, hang, alloc_mb, timeout, memory_limit_mb, seed, retries))
 
 #' Build a model from coded token columns and return its bytes.
 #' Levels are coded from 0; `factor_codes` holds one column per factor,
 #' column-major; `time_series` is the 0-based factor index or -1.
 #' @keywords internal
 #' @noRd
-model_build_rust <- function(count, bin, context, species, ran, factor_codes, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, degrees, warp_precision, buffer_factor, max_penalty_at_distance_factor, round_none) .Call(wrap__model_build_rust, count, bin, context, species, ran, factor_codes, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, degrees, warp_precision, buffer_factor, max_penalty_at_distance_factor, round_none)
+model_build_rust <- function(count, bin, context, species, ran, factor_codes, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, degrees, warp_precision, buffer_factor, max_penalty_at_distance_factor, round_none) rust_result(.Call(wrap__model_build_rust, count, bin, context, species, ran, factor_codes, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, degrees, warp_precision, buffer_factor, max_penalty_at_distance_factor, round_none))
 
 #' Describe a model: parameters, treatments, weights, summed table, dispersion.
 #' @keywords internal
 #' @noRd
-model_describe_rust <- function(bytes) .Call(wrap__model_describe_rust, bytes)
+model_describe_rust <- function(bytes) rust_result(.Call(wrap__model_describe_rust, bytes))
 
 #' Objective value, parts, gradient and boundary distances at `x`, with the
 #' barrier anchored at `start`.
 #' @keywords internal
 #' @noRd
-model_objective_rust <- function(bytes, x, start) .Call(wrap__model_objective_rust, bytes, x, start)
+model_objective_rust <- function(bytes, x, start) rust_result(.Call(wrap__model_objective_rust, bytes, x, start))
 
 #' Predicted log rates (`pred.log`) for every summed row.
 #' @keywords internal
 #' @noRd
-model_predict_rust <- function(bytes, x) .Call(wrap__model_predict_rust, bytes, x)
+model_predict_rust <- function(bytes, x) rust_result(.Call(wrap__model_predict_rust, bytes, x))
 
 #' Whether `x` is feasible: every boundary distance positive and every
 #' predicted log rate finite and at least -0.01.
 #' @keywords internal
 #' @noRd
-model_is_feasible_rust <- function(bytes, x) .Call(wrap__model_is_feasible_rust, bytes, x)
+model_is_feasible_rust <- function(bytes, x) rust_result(.Call(wrap__model_is_feasible_rust, bytes, x))
 
 #' Fit a model (with its structure) from a given start.
 #' @keywords internal
 #' @noRd
-model_fit_rust <- function(bytes, start, ctol, max_evals) .Call(wrap__model_fit_rust, bytes, start, ctol, max_evals)
+model_fit_rust <- function(bytes, start, ctol, max_evals) rust_result(.Call(wrap__model_fit_rust, bytes, start, ctol, max_evals))
 
 #' Seconds per value-and-gradient evaluation, timed inside Rust over `repeats` calls.
 #' @keywords internal
 #' @noRd
-model_time_evaluation_rust <- function(bytes, x, repeats) .Call(wrap__model_time_evaluation_rust, bytes, x, repeats)
+model_time_evaluation_rust <- function(bytes, x, repeats) rust_result(.Call(wrap__model_time_evaluation_rust, bytes, x, repeats))
 
 #' Detect the structure of a model's data, then fit it.
 #' @keywords internal
 #' @noRd
-wisp_fit_rust <- function(bytes, window, cutoff, method, buffer_factor, ctol, max_evals, seed) .Call(wrap__wisp_fit_rust, bytes, window, cutoff, method, buffer_factor, ctol, max_evals, seed)
+wisp_fit_rust <- function(bytes, window, cutoff, method, buffer_factor, ctol, max_evals, seed) rust_result(.Call(wrap__wisp_fit_rust, bytes, window, cutoff, method, buffer_factor, ctol, max_evals, seed))
 
 #' The LRO grid search: every (window factor, cutoff) pair detected, each
 #' distinct structure fitted once in a forked child.
 #' @keywords internal
 #' @noRd
-wisp_grid_search_rust <- function(bytes, method, buffer_factor, ctol, max_evals, seed, workers) .Call(wrap__wisp_grid_search_rust, bytes, method, buffer_factor, ctol, max_evals, seed, workers)
+wisp_grid_search_rust <- function(bytes, method, buffer_factor, ctol, max_evals, seed, workers) rust_result(.Call(wrap__wisp_grid_search_rust, bytes, method, buffer_factor, ctol, max_evals, seed, workers))
 
 #' Bootstrap replicates on the fork engine. With a non-empty `checkpoint`
 #' path (a file prepared by `checkpoint_open_rust`), the parent appends every
@@ -66,25 +66,25 @@ wisp_grid_search_rust <- function(bytes, method, buffer_factor, ctol, max_evals,
 #' replicates finished so far with `interrupted = TRUE`.
 #' @keywords internal
 #' @noRd
-bootstrap_fork_rust <- function(plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, faults, checkpoint) .Call(wrap__bootstrap_fork_rust, plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, faults, checkpoint)
+bootstrap_fork_rust <- function(plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, faults, checkpoint) rust_result(.Call(wrap__bootstrap_fork_rust, plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, faults, checkpoint))
 
 #' One bootstrap replicate in this process (serial, mclapply and future paths).
 #' @keywords internal
 #' @noRd
-bootstrap_replicate_rust <- function(plan, seed, replicate, trim_memory) .Call(wrap__bootstrap_replicate_rust, plan, seed, replicate, trim_memory)
+bootstrap_replicate_rust <- function(plan, seed, replicate, trim_memory) rust_result(.Call(wrap__bootstrap_replicate_rust, plan, seed, replicate, trim_memory))
 
 #' Checks a fit's serialised plan against its model bytes; returns the
 #' plan's parameter names and its checkpoint fingerprint (hex).
 #' @keywords internal
 #' @noRd
-bootstrap_plan_check_rust <- function(plan, model) .Call(wrap__bootstrap_plan_check_rust, plan, model)
+bootstrap_plan_check_rust <- function(plan, model) rust_result(.Call(wrap__bootstrap_plan_check_rust, plan, model))
 
 #' Opens (creating or repairing) a checkpoint file and returns its entries
 #' as columns, `estimates` as a list (NULL for failed replicates), and the
 #' damaged byte ranges that were found (and dropped).
 #' @keywords internal
 #' @noRd
-checkpoint_open_rust <- function(path) .Call(wrap__checkpoint_open_rust, path)
+checkpoint_open_rust <- function(path) rust_result(.Call(wrap__checkpoint_open_rust, path))
 
 #' Appends one replicate's outcome to a checkpoint made by
 #' `checkpoint_open_rust`, durably. `fit_values` is (pen.neg.value,
@@ -92,12 +92,12 @@ checkpoint_open_rust <- function(path) .Call(wrap__checkpoint_open_rust, path)
 #' private_dirty_mb), NA for unknown. `ok = FALSE` ignores the fit arguments.
 #' @keywords internal
 #' @noRd
-checkpoint_append_rust <- function(path, key, seed, replicate, ok, reason, parameters, fit_values, code, converged, process) .Call(wrap__checkpoint_append_rust, path, key, seed, replicate, ok, reason, parameters, fit_values, code, converged, process)
+checkpoint_append_rust <- function(path, key, seed, replicate, ok, reason, parameters, fit_values, code, converged, process) rust_result(.Call(wrap__checkpoint_append_rust, path, key, seed, replicate, ok, reason, parameters, fit_values, code, converged, process))
 
 #' Per summed row, quantiles of the predicted log rate over parameter
 #' samples (`samples`: one parameter vector after another).
 #' @keywords internal
 #' @noRd
-model_prediction_bands_rust <- function(bytes, samples, probabilities) .Call(wrap__model_prediction_bands_rust, bytes, samples, probabilities)
+model_prediction_bands_rust <- function(bytes, samples, probabilities) rust_result(.Call(wrap__model_prediction_bands_rust, bytes, samples, probabilities))
 
 # nolint end

@@ -14,6 +14,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let wrappers = wispack::get_wispack_metadata()
         .make_r_wrappers(true, "wispack")
         .map_err(|e| format!("failed to generate wrappers: {e}"))?;
+    // Every Rust function returns its errors as an "extendr_error" condition
+    // (extendr's `result_condition` feature); `rust_result()` in R/rust.R
+    // raises them in R, after the Rust frames have returned.
+    let wrappers: String = wrappers
+        .lines()
+        .map(|line| match line.split_once(") .Call(") {
+            Some((signature, call)) => format!("{signature}) rust_result(.Call({call})\n"),
+            None => format!("{line}\n"),
+        })
+        .collect();
     std::fs::write(wrapper_path, format!("{header}{wrappers}{footer}"))
         .map_err(|e| format!("failed to write {wrapper_path}: {e}"))?;
     Ok(())

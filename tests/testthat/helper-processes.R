@@ -37,3 +37,10 @@ max_test_workers <- function() {
 
 # R source text that evaluates to `x`, on one line.
 r_literal <- function(x) paste(deparse(x), collapse = "")
+
+# tools/valgrind.sh sets WISPACK_UNDER_VALGRIND. Everything, forked workers
+# included, runs 20-50 times slower under memcheck, so time limits in the
+# tests are stretched by `slowdown()`; and valgrind manages the address space
+# itself, so RLIMIT_AS (`child.memory.limit`) cannot be tested there.
+under_valgrind <- function() nzchar(Sys.getenv("WISPACK_UNDER_VALGRIND"))
+slowdown <- function() if (under_valgrind()) 50 else 1

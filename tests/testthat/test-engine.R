@@ -56,10 +56,11 @@ test_that("a crashed task is reported with its signal while the others succeed",
 
 test_that("a hung task times out and the rest finish", {
   started <- proc.time()[["elapsed"]]
-  result <- expect_no_trace(selftest(4, workers = 2, hang = 3, timeout = 0.5))
+  timeout <- 0.5 * slowdown()
+  result <- expect_no_trace(selftest(4, workers = 2, hang = 3, timeout = timeout))
   expect_identical(result$ok, c(TRUE, TRUE, FALSE, TRUE))
-  expect_identical(result$reason[3], "timeout after 0.5 s")
-  expect_lt(proc.time()[["elapsed"]] - started, 5)
+  expect_identical(result$reason[3], sprintf("timeout after %s s", format(timeout)))
+  expect_lt(proc.time()[["elapsed"]] - started, 10 * timeout)
 })
 
 test_that("large payloads come back without deadlock", {
@@ -78,6 +79,7 @@ test_that("eight concurrent children return a million doubles each", {
 })
 
 test_that("a task over its memory limit fails with 'memory limit' while the others succeed", {
+  skip_if(under_valgrind(), "valgrind does not enforce RLIMIT_AS")
   result <- expect_no_trace(
     selftest(3, workers = 2, alloc_mb = c(10, 600, 10), memory_limit_mb = 200)
   )

@@ -146,7 +146,7 @@ test_that("malformed inputs to wisp(), bs_batch() and wisp_simulate() are classe
   for (name in names(cases)) {
     started <- Sys.time()
     expect_error(eval(cases[[name]]), class = "wisp_input_error", label = name)
-    expect_lt(as.numeric(Sys.time() - started, units = "secs"), 10, label = name)
+    expect_lt(as.numeric(Sys.time() - started, units = "secs"), 10 * slowdown(), label = name)
   }
   expect_identical(child_pids(), integer())
 })
@@ -192,22 +192,28 @@ test_that("unusual but valid inputs fit, with documented warnings where they are
 test_that("every injected fault fails only its replicate, with its reason, and leaves no trace", {
   fit <- small_fit()
   clean <- bs_batch(fit, 7, max.fork = 2, seed = 41)
-  old <- options(wispack.inject_faults = list(kill = 2L, segfault = 3L, panic = 4L, hang = 5L,
-                                              allocate = 6L))
+  # Under valgrind the memory limit is not enforced (see helper-processes.R),
+  # so replicate 6 runs normally there.
+  limit_tested <- !under_valgrind()
+  faults <- list(kill = 2L, segfault = 3L, panic = 4L, hang = 5L)
+  if (limit_tested) faults$allocate <- 6L
+  old <- options(wispack.inject_faults = faults)
   on.exit(options(old))
   fds <- open_fd_count()
-  boot <- expect_no_trace(bs_batch(fit, 7, max.fork = 2, seed = 41, timeout = 3,
-                                   child.memory.limit = 256))
+  timeout <- 3 * slowdown()
+  boot <- expect_no_trace(bs_batch(fit, 7, max.fork = 2, seed = 41, timeout = timeout,
+                                   child.memory.limit = if (limit_tested) 256))
   options(old)
   d <- boot$diagnostics
-  expect_identical(d$ok, c(TRUE, FALSE, FALSE, FALSE, FALSE, FALSE, TRUE))
+  failed <- if (limit_tested) 2:6 else 2:5
+  expect_identical(d$ok, !seq_len(7) %in% failed)
   expect_identical(d$reason[2], "killed by signal 9 (SIGKILL)")
   expect_identical(d$reason[3], "killed by signal 11 (SIGSEGV)")
   expect_identical(d$reason[4], "panic: injected fault")
-  expect_identical(d$reason[5], "timeout after 3 s")
-  expect_identical(d$reason[6], "memory limit")
-  expect_true(all(is.na(boot$t[2:6, ])))
-  expect_identical(boot$t[c(1, 7), ], clean$t[c(1, 7), ])
+  expect_identical(d$reason[5], sprintf("timeout after %s s", format(timeout)))
+  if (limit_tested) expect_identical(d$reason[6], "memory limit")
+  expect_true(all(is.na(boot$t[failed, ])))
+  expect_identical(boot$t[-failed, ], clean$t[-failed, ])
   # the session is still usable, descriptors included
   expect_identical(open_fd_count(), fds)
   expect_identical(bs_batch(fit, 7, max.fork = 2, seed = 41)$t, clean$t)
