@@ -29,6 +29,15 @@ fn under_valgrind() -> bool {
     std::env::var_os("WISPACK_UNDER_VALGRIND").is_some()
 }
 
+/// How much longer timed tests wait.
+fn stretch() -> f64 {
+    if under_valgrind() {
+        20.0
+    } else {
+        1.0
+    }
+}
+
 /// Children of this process, zombies included, found through /proc.
 fn child_pids() -> Vec<i32> {
     let me = std::process::id() as i32;
@@ -145,8 +154,7 @@ fn now_seconds() -> f64 {
 /// otherwise (20 times longer under valgrind).
 fn timed(context: TaskContext) -> Result<(f64, f64), String> {
     let start = now_seconds();
-    let stretch = if under_valgrind() { 20.0 } else { 1.0 };
-    let pause = stretch * if context.task == 1 { 0.4 } else { 0.05 };
+    let pause = stretch() * if context.task == 1 { 0.4 } else { 0.05 };
     std::thread::sleep(Duration::from_secs_f64(pause));
     Ok((start, now_seconds()))
 }
@@ -293,18 +301,19 @@ fn a_hung_task_times_out_without_holding_back_the_rest() {
     };
     let started = Instant::now();
     let mut opts = options(2, 2, Schedule::Rolling);
-    opts.timeout = Some(Duration::from_millis(500));
+    let timeout = 0.5 * stretch();
+    opts.timeout = Some(Duration::from_secs_f64(timeout));
     let records = leaves_no_trace(|| run_tasks(&numbers(6), &opts, hang, never, |_| {}).unwrap());
     assert_eq!(
         records[2].outcome.as_ref().unwrap_err(),
-        &Failure::Timeout(0.5)
+        &Failure::Timeout(timeout)
     );
     assert!(records
         .iter()
         .filter(|r| r.task != 3)
         .all(|r| r.outcome.is_ok()));
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        started.elapsed() < Duration::from_secs_f64(10.0 * timeout),
         "took {:?}",
         started.elapsed()
     );
