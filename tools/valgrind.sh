@@ -2,7 +2,8 @@
 # Memory checking with valgrind memcheck (slow; separate from tools/test.sh).
 #   sh tools/valgrind.sh cargo       # every cargo test binary (~30 min)
 #   sh tools/valgrind.sh r [FILTER]  # the testthat suite, or the files matching
-#                                    # FILTER, under R -d valgrind (~40 min)
+#                                    # FILTER, under R -d valgrind (~1 h of one
+#                                    # core; README shows a two-shard split)
 # Needs valgrind (apt-get install valgrind); R mode also needs the packages of
 # tools/setup.sh. Exits non-zero on any memcheck error in package code.
 #

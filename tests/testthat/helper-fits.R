@@ -3,11 +3,15 @@ small_counts <- function() {
   wisp_simulate(n.genes = 2, n.random = 3, n.bins = 40, seed = 11)
 }
 
-small_fit_cache <- new.env()
-small_fit <- function() {
-  if (is.null(small_fit_cache$fit)) {
-    small_fit_cache$fit <- wisp(small_counts(), model.settings = list(LRO_cost = "none"),
-                                verbose = FALSE)
+# A function that calls `make()` the first time and returns that value after.
+once <- function(make) {
+  value <- NULL
+  function() {
+    if (is.null(value)) value <<- make()
+    value
   }
-  small_fit_cache$fit
 }
+
+small_fit <- once(function() {
+  wisp(small_counts(), model.settings = list(LRO_cost = "none"), verbose = FALSE)
+})

@@ -44,3 +44,10 @@ r_literal <- function(x) paste(deparse(x), collapse = "")
 # itself, so RLIMIT_AS (`child.memory.limit`) cannot be tested there.
 under_valgrind <- function() nzchar(Sys.getenv("WISPACK_UNDER_VALGRIND"))
 slowdown <- function() if (under_valgrind()) 50 else 1
+
+# Polls `condition()` every 50 ms for up to `seconds`; its last value.
+wait_until <- function(condition, seconds) {
+  deadline <- Sys.time() + seconds
+  while (!condition() && Sys.time() < deadline) Sys.sleep(0.05)
+  condition()
+}

@@ -148,11 +148,6 @@ test_that("Ctrl-C kills and reaps every child within a second and raises an erro
   writeLines(script, script_file)
   system2(rscript, script_file, wait = FALSE, stdout = FALSE, stderr = FALSE)
 
-  wait_until <- function(condition, seconds) {
-    deadline <- Sys.time() + seconds
-    while (!condition() && Sys.time() < deadline) Sys.sleep(0.05)
-    condition()
-  }
   expect_true(wait_until(function() file.exists(pid_file) && length(readLines(pid_file)) == 1, 30))
   worker_pid <- as.integer(readLines(pid_file))
   expect_true(wait_until(function() length(child_pids(worker_pid)) == 2, 30))

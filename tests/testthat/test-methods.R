@@ -6,25 +6,13 @@ methods_counts <- function() {
   counts[!(counts$ran == "mouse2" & counts$bin %in% 3:6 & counts$species == "gene1"), ]
 }
 
-methods_fit <- local({
-  fit <- NULL
-  function() {
-    if (is.null(fit)) {
-      fit <<- wisp(methods_counts(), model.settings = list(LRO_cost = "none"), verbose = FALSE)
-    }
-    fit
-  }
+methods_fit <- once(function() {
+  wisp(methods_counts(), model.settings = list(LRO_cost = "none"), verbose = FALSE)
 })
 
-methods_booted <- local({
-  fit <- NULL
-  function() {
-    if (is.null(fit)) {
-      fit <<- suppressWarnings(wisp(methods_counts(), model.settings = list(LRO_cost = "none"),
-                                    bootstraps.num = 20, ran.seed = 1, verbose = FALSE))
-    }
-    fit
-  }
+methods_booted <- once(function() {
+  suppressWarnings(wisp(methods_counts(), model.settings = list(LRO_cost = "none"),
+                        bootstraps.num = 20, ran.seed = 1, verbose = FALSE))
 })
 
 test_that("print.wisp shows the fit and whether it was bootstrapped", {

@@ -5,25 +5,13 @@ skip_if_not_installed("ggplot2")
 
 plots_counts <- function() wisp_simulate(n.genes = 2, n.bins = 40, seed = 1)
 
-plots_fit <- local({
-  fit <- NULL
-  function() {
-    if (is.null(fit)) {
-      fit <<- wisp(plots_counts(), model.settings = list(LRO_cost = "none"), verbose = FALSE)
-    }
-    fit
-  }
+plots_fit <- once(function() {
+  wisp(plots_counts(), model.settings = list(LRO_cost = "none"), verbose = FALSE)
 })
 
-plots_booted <- local({
-  fit <- NULL
-  function() {
-    if (is.null(fit)) {
-      fit <<- suppressWarnings(wisp(plots_counts(), model.settings = list(LRO_cost = "none"),
-                                    bootstraps.num = 20, ran.seed = 1, verbose = FALSE))
-    }
-    fit
-  }
+plots_booted <- once(function() {
+  suppressWarnings(wisp(plots_counts(), model.settings = list(LRO_cost = "none"),
+                        bootstraps.num = 20, ran.seed = 1, verbose = FALSE))
 })
 
 layer_geoms <- function(p) vapply(p$layers, function(l) class(l$geom)[1], "")

@@ -256,11 +256,6 @@ test_that("Ctrl-C during bs_batch() keeps the finished replicates, in the condit
   writeLines(script, script_file)
   system2(file.path(R.home("bin"), "Rscript"), script_file, wait = FALSE, stdout = FALSE,
           stderr = FALSE)
-  wait_until <- function(condition, seconds) {
-    deadline <- Sys.time() + seconds
-    while (!condition() && Sys.time() < deadline) Sys.sleep(0.05)
-    condition()
-  }
   expect_true(wait_until(function() file.exists(pid_file) && length(readLines(pid_file)) == 1, 30))
   worker <- as.integer(readLines(pid_file))
   # wait until replicates 1-4 are durable and the two hanging ones run
