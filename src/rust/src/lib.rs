@@ -8,6 +8,7 @@ use extendr_api::Result;
 pub mod bootstrap;
 pub mod checkpoint;
 pub mod codec;
+pub(crate) mod count;
 pub mod engine;
 pub mod faults;
 pub mod fit;

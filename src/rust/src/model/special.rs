@@ -1,4 +1,4 @@
-//! Log-gamma and digamma on the positive reals.
+//! Log-gamma, digamma and trigamma on the positive reals.
 //!
 //! Both use the asymptotic (Stirling) series once the argument is at least
 //! [`ASYMPTOTIC_FROM`], and the recurrence Γ(x+1) = x·Γ(x) to get there. With
@@ -155,6 +155,64 @@ fn asymptotic_ln_gamma_ratio(y: f64, s: f64, log_ratio: f64) -> f64 {
     (s - 0.5) * log_ratio + y * ln_sum - y + ln_gamma_correction(s + y) - ln_gamma_correction(s)
 }
 
+/// B_{2k} for k = 1..7: the asymptotic series of the trigamma function,
+/// ψ₁(z) = 1/z + 1/(2z²) + Σ_k B_{2k} / z^(2k+1).
+const TRIGAMMA_SERIES: [f64; 7] = [
+    1.0 / 6.0,
+    -1.0 / 30.0,
+    1.0 / 42.0,
+    -1.0 / 30.0,
+    5.0 / 66.0,
+    -691.0 / 2730.0,
+    7.0 / 6.0,
+];
+
+/// Σ_k B_{2k} / z^(2k+1) for z ≥ [`ASYMPTOTIC_FROM`].
+fn trigamma_correction(z: f64) -> f64 {
+    let inverse_square = 1.0 / (z * z);
+    TRIGAMMA_SERIES
+        .iter()
+        .rev()
+        .fold(0.0, |acc, &coefficient| acc * inverse_square + coefficient)
+        * inverse_square
+        / z
+}
+
+/// ψ₁(x) = d²/dx² ln Γ(x) for x > 0. NaN for x ≤ 0 or NaN; 0 for x = +∞.
+pub fn trigamma(x: f64) -> f64 {
+    if x.is_nan() || x <= 0.0 {
+        return f64::NAN;
+    }
+    if x.is_infinite() {
+        return 0.0;
+    }
+    let mut shifted = x;
+    let mut recurrence = 0.0;
+    while shifted < ASYMPTOTIC_FROM {
+        recurrence += 1.0 / (shifted * shifted);
+        shifted += 1.0;
+    }
+    recurrence + 1.0 / shifted + 0.5 / (shifted * shifted) + trigamma_correction(shifted)
+}
+
+/// ψ₁(s + y) − ψ₁(s) for s > 0 and y ≥ 0, without cancelling two large
+/// values when s is large (the negative-binomial size reaches 1e8 near the
+/// Poisson limit while y is a few units).
+pub fn trigamma_difference(y: f64, s: f64) -> f64 {
+    if s.is_nan() || y.is_nan() || s <= 0.0 || y < 0.0 {
+        return f64::NAN;
+    }
+    if y == 0.0 {
+        return 0.0;
+    }
+    if s < ASYMPTOTIC_FROM || s.is_infinite() {
+        return trigamma(s + y) - trigamma(s);
+    }
+    let sum = s + y;
+    -y / (s * sum) - y * (s + sum) / (2.0 * s * s * sum * sum) + trigamma_correction(sum)
+        - trigamma_correction(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,5 +325,35 @@ mod tests {
         assert!(ln_gamma(-1.5).is_nan());
         assert!(digamma(f64::NAN).is_nan());
         assert!(ln_gamma_ratio(-1.0, 2.0).is_nan());
+    }
+
+    #[test]
+    fn trigamma_matches_reference_values_and_is_the_derivative_of_digamma() {
+        // ψ₁(1) = π²/6, ψ₁(1/2) = π²/2
+        assert_relative(trigamma(1.0), std::f64::consts::PI.powi(2) / 6.0, 1e-13);
+        assert_relative(trigamma(0.5), std::f64::consts::PI.powi(2) / 2.0, 1e-13);
+        for &x in &[0.02, 0.9, 4.4, 10.0, 37.0, 800.0] {
+            let step = 1e-5 * x;
+            let central = (digamma(x + step) - digamma(x - step)) / (2.0 * step);
+            assert!((central - trigamma(x)).abs() <= 1e-6 * trigamma(x).abs());
+        }
+    }
+
+    #[test]
+    fn trigamma_difference_agrees_with_the_plain_difference_and_the_large_size_limit() {
+        for &(y, s) in &[
+            (0.5, 0.3),
+            (3.0, 9.5),
+            (7.0, 10.0),
+            (2.0, 250.0),
+            (40.0, 1e3),
+        ] {
+            let plain = trigamma(s + y) - trigamma(s);
+            assert!((trigamma_difference(y, s) - plain).abs() <= 1e-11 * plain.abs());
+        }
+        assert_eq!(trigamma_difference(0.0, 3.0), 0.0);
+        // For huge s: ψ₁(s+y) − ψ₁(s) ≈ −y/s² (1 + O(y/s))
+        let (y, s) = (3.0, 1e9);
+        assert_relative(trigamma_difference(y, s), -y / (s * s), 1e-8);
     }
 }

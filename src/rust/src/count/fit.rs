@@ -1,0 +1,546 @@
+//! The whole count-model fit (model vignette, "Fitting the count model"):
+//! per species, damped Newton for the curves, dispersions and random
+//! effects at fixed variances, alternated with Laplace-EM updates of the
+//! variances σ² ← (Σ_r û_r² + Σ_r [H⁻¹]_rr) / R until they settle; then the
+//! reported vector (β, random effects, standard deviations, dispersions).
+
+use super::curve::{curve_len, CurveValues, SLOPE_MAX};
+use super::layout::CountLayout;
+use super::objective::{Sigma, SpeciesProblem, SpeciesState};
+use super::solver::{newton, Bounds, NewtonOutcome, NewtonSettings};
+use super::start::starting_state_with;
+use super::CountModel;
+use crate::model::{Component, WarpKind};
+use crate::structure::init::FullPivotLu;
+use crate::structure::DetectedStructure;
+
+/// Variances start here.
+pub(crate) const SIGMA_START: f64 = 0.1;
+
+/// A standard deviation that falls below this is an estimate of 0: the warp
+/// is fixed at 0 from then on.
+pub(crate) const SIGMA_ZERO: f64 = 1e-3;
+
+/// Box bounds of the unconstrained coordinates: far enough that only a
+/// degenerate fit (a step-like transition, a vanishing gap, a Poisson
+/// dispersion) reaches them.
+const RATE_BOUNDS: (f64, f64) = (-2.0, 25.0);
+const LOGIT_BOUNDS: (f64, f64) = (-20.0, 20.0);
+const LOG_DISPERSION_BOUNDS: (f64, f64) = (-18.4, 6.9);
+const RANDOM_EFFECT_BOUNDS: (f64, f64) = (-10.0, 10.0);
+
+/// Settings of a count fit.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct CountFitSettings {
+    pub newton: NewtonSettings,
+    /// Most variance updates per species.
+    pub max_variance_updates: usize,
+    /// Stop the variance updates when every |Δ ln σ| is below this.
+    pub variance_tolerance: f64,
+    /// Fixed standard deviations (point, rate, slope) instead of estimates.
+    pub fixed_sigma: Option<Sigma>,
+    pub rise_threshold_factor: f64,
+}
+
+impl Default for CountFitSettings {
+    fn default() -> Self {
+        CountFitSettings {
+            newton: NewtonSettings::default(),
+            max_variance_updates: 200,
+            variance_tolerance: 1e-4,
+            fixed_sigma: None,
+            rise_threshold_factor: 0.8,
+        }
+    }
+}
+
+/// Box bounds of a species' free unknowns.
+pub(crate) fn bounds_for(problem: &SpeciesProblem) -> Bounds {
+    let layout = &problem.layout;
+    let n = layout.len;
+    let (mut lower, mut upper) = (vec![f64::NEG_INFINITY; n], vec![f64::INFINITY; n]);
+    let mut set = |i: usize, (lo, hi): (f64, f64)| {
+        lower[i] = lo;
+        upper[i] = hi;
+    };
+    for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+        let Some(offset) = *offset else { continue };
+        let degree = layout.degrees[curve / layout.treatments];
+        for i in 0..curve_len(degree) {
+            set(
+                offset + i,
+                if i <= degree {
+                    RATE_BOUNDS
+                } else {
+                    LOGIT_BOUNDS
+                },
+            );
+        }
+    }
+    for index in layout.rho_index.iter().flatten() {
+        set(*index, LOG_DISPERSION_BOUNDS);
+    }
+    for indices in &layout.u_index {
+        for index in indices.iter().flatten() {
+            set(*index, RANDOM_EFFECT_BOUNDS);
+        }
+    }
+    Bounds { lower, upper }
+}
+
+/// One species' fit.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct SpeciesFit {
+    pub species: usize,
+    pub state: SpeciesState,
+    /// Standard deviations of the random effects (0: none or estimated 0).
+    pub sigma: Sigma,
+    /// J at the estimate.
+    pub objective: f64,
+    /// −(marginal log-likelihood), Laplace over the random effects.
+    pub negative_log_likelihood: f64,
+    /// Newton iterations over all variance updates.
+    pub iterations: usize,
+    pub evaluations: usize,
+    pub variance_updates: usize,
+    pub converged: bool,
+    pub scaled_gradient: f64,
+    /// Estimates at a bound: box bounds, slopes above 0.99·S_MAX, point gaps
+    /// below 0.1 % of the axis.
+    pub on_bound: usize,
+    pub stop: Option<String>,
+}
+
+fn free_warps_of(sigma: Sigma) -> [bool; 3] {
+    sigma.map(|s| s > 0.0)
+}
+
+/// ln det of the random effects' block of H (for the Laplace marginal).
+fn random_effect_log_det(problem: &SpeciesProblem, state: &SpeciesState, sigma: Sigma) -> f64 {
+    let layout = &problem.layout;
+    let mut gradient = vec![0.0; layout.len];
+    let mut hessian = problem.hessian_shape();
+    problem.evaluate(state, sigma, &mut gradient, &mut hessian);
+    let border_start = layout.border_start();
+    let indices: Vec<usize> = layout
+        .u_index
+        .iter()
+        .flat_map(|u| u.iter().flatten().map(|&i| i - border_start))
+        .collect();
+    let (k, m) = (indices.len(), layout.border);
+    if k == 0 {
+        return 0.0;
+    }
+    let mut block: Vec<f64> = Vec::with_capacity(k * k);
+    for &a in &indices {
+        for &b in &indices {
+            block.push(hessian.border_block[a * m + b]);
+        }
+    }
+    let matrix = super::linalg::BorderedMatrix::new(vec![], k);
+    let mut matrix = matrix;
+    matrix.border_block = block;
+    matrix
+        .factor(&vec![0.0; k])
+        .map_or(f64::NAN, |factor| factor.log_det())
+}
+
+/// Counts estimates at a bound (see [`SpeciesFit::on_bound`]).
+fn count_on_bound(problem: &SpeciesProblem, state: &SpeciesState, bounds: &Bounds) -> usize {
+    let layout = &problem.layout;
+    let x = state.to_vector(layout);
+    let mut count = bounds.at_bound(&x);
+    for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+        if offset.is_none() {
+            continue;
+        }
+        let degree = layout.degrees[curve / layout.treatments];
+        let values = CurveValues::from_theta(&state.theta[curve], degree, problem.axis());
+        count += values
+            .slopes
+            .iter()
+            .filter(|&&s| s > 0.99 * SLOPE_MAX)
+            .count();
+        let axis = problem.axis();
+        let mut previous = axis.lower;
+        for &p in values
+            .points
+            .iter()
+            .chain(std::iter::once(&(axis.lower + axis.width)))
+        {
+            if p - previous < 1e-3 * axis.width {
+                count += 1;
+            }
+            previous = p;
+        }
+    }
+    count
+}
+
+/// The Laplace-EM update of the free standard deviations.
+fn variance_update(
+    problem: &SpeciesProblem,
+    state: &SpeciesState,
+    outcome: &NewtonOutcome,
+    sigma: Sigma,
+) -> Option<Sigma> {
+    let inverse = outcome.inverse_diagonal.as_ref()?;
+    let layout = &problem.layout;
+    let animals = layout.animals as f64;
+    let mut next = sigma;
+    for w in 0..3 {
+        if sigma[w] == 0.0 {
+            continue;
+        }
+        let total: f64 = layout
+            .u_index
+            .iter()
+            .zip(&state.u)
+            .map(|(indices, u)| u[w] * u[w] + indices[w].map_or(0.0, |i| inverse[i]))
+            .sum();
+        next[w] = (total / animals).sqrt();
+    }
+    Some(next)
+}
+
+/// Accelerates the Laplace-EM updates of the standard deviations.
+///
+/// EM moves t = ln σ² to its update t_EM; the fixed point has t_EM − t = 0.
+/// Near a variance of 0 EM crawls (each step shrinks σ by a nearly constant
+/// factor), so each component takes a secant step on t_EM − t once it has
+/// two points, limited to a factor of e^1.5 in σ and to EM's direction.
+#[derive(Clone, Debug, Default)]
+struct VarianceSecant {
+    previous: Option<([f64; 3], [f64; 3])>,
+}
+
+impl VarianceSecant {
+    fn step(&mut self, sigma: Sigma, expectation: Sigma) -> Sigma {
+        let mut t = [0.0; 3];
+        let mut displacement = [0.0; 3];
+        let mut next = expectation;
+        for w in 0..3 {
+            if sigma[w] <= 0.0 {
+                next[w] = 0.0;
+                continue;
+            }
+            t[w] = (sigma[w] * sigma[w]).ln();
+            displacement[w] = (expectation[w] * expectation[w]).ln() - t[w];
+            if let Some((t_old, d_old)) = self.previous {
+                let slope = (displacement[w] - d_old[w]) / (t[w] - t_old[w]);
+                if slope.is_finite() && slope < 0.0 {
+                    let proposal = -displacement[w] / slope;
+                    if proposal * displacement[w] > 0.0 {
+                        let limited = proposal.clamp(-3.0, 3.0);
+                        next[w] = (0.5 * (t[w] + limited)).exp();
+                    }
+                }
+            }
+        }
+        self.previous = Some((t, displacement));
+        next
+    }
+}
+
+/// Fits one species from `start` (or from the data), with `sigma` as the
+/// starting (or, with `settings.fixed_sigma`, fixed) standard deviations.
+pub(crate) fn fit_species(
+    model: &CountModel,
+    species: usize,
+    detected: Option<&DetectedStructure>,
+    start: Option<(&SpeciesState, Sigma)>,
+    settings: &CountFitSettings,
+) -> Result<SpeciesFit, String> {
+    let mut sigma: Sigma = match (settings.fixed_sigma, start) {
+        _ if !model.has_random_effects() => [0.0; 3],
+        (Some(fixed), _) => fixed,
+        (None, Some((_, sigma))) => sigma,
+        (None, None) => [SIGMA_START; 3],
+    };
+    let mut problem = SpeciesProblem::new(model, species, free_warps_of(sigma));
+    let mut state = match start {
+        Some((state, _)) => state.clone(),
+        None => starting_state_with(&problem, detected, settings.rise_threshold_factor)?,
+    };
+    for u in &mut state.u {
+        for w in 0..3 {
+            if sigma[w] == 0.0 {
+                u[w] = 0.0;
+            }
+        }
+    }
+    let (mut iterations, mut evaluations, mut updates) = (0, 0, 0);
+    let estimate_variances = model.has_random_effects() && settings.fixed_sigma.is_none();
+    let mut secant = VarianceSecant::default();
+    let outcome = loop {
+        let bounds = bounds_for(&problem);
+        let outcome = newton(&problem, &mut state, sigma, &bounds, &settings.newton);
+        iterations += outcome.iterations;
+        evaluations += outcome.evaluations;
+        if !estimate_variances || !outcome.converged || updates >= settings.max_variance_updates {
+            break outcome;
+        }
+        let Some(expectation) = variance_update(&problem, &state, &outcome, sigma) else {
+            break outcome;
+        };
+        updates += 1;
+        let mut next = secant.step(sigma, expectation);
+        let mut dropped = false;
+        for w in 0..3 {
+            if sigma[w] > 0.0 && next[w] < SIGMA_ZERO {
+                next[w] = 0.0;
+                dropped = true;
+            }
+        }
+        let settled = expectation
+            .iter()
+            .zip(&sigma)
+            .all(|(&a, &b)| b == 0.0 || (a / b).ln().abs() < settings.variance_tolerance);
+        if settled && !dropped {
+            break outcome;
+        }
+        sigma = next;
+        if dropped {
+            for u in &mut state.u {
+                for w in 0..3 {
+                    if sigma[w] == 0.0 {
+                        u[w] = 0.0;
+                    }
+                }
+            }
+            problem = SpeciesProblem::new(model, species, free_warps_of(sigma));
+            secant = VarianceSecant::default();
+        }
+    };
+    let bounds = bounds_for(&problem);
+    let log_sigma: f64 = sigma.iter().filter(|&&s| s > 0.0).map(|s| s.ln()).sum();
+    let negative_log_likelihood = outcome.value
+        + problem.layout.animals as f64 * log_sigma
+        + 0.5 * random_effect_log_det(&problem, &state, sigma);
+    let converged =
+        outcome.converged && (!estimate_variances || updates < settings.max_variance_updates);
+    let stop = if converged {
+        None
+    } else if outcome.converged {
+        Some(format!(
+            "{} variance updates",
+            settings.max_variance_updates
+        ))
+    } else {
+        outcome.stop.clone()
+    };
+    Ok(SpeciesFit {
+        species,
+        on_bound: count_on_bound(&problem, &state, &bounds),
+        state,
+        sigma,
+        objective: outcome.value,
+        negative_log_likelihood,
+        iterations,
+        evaluations,
+        variance_updates: updates,
+        converged,
+        scaled_gradient: outcome.scaled_gradient,
+        stop,
+    })
+}
+
+/// W⁻¹, so that β = W⁻¹ v for per-treatment values v.
+fn inverse_weights(model: &CountModel) -> Result<Vec<f64>, String> {
+    let design = model.design();
+    let t = design.treatment_count();
+    let lu = FullPivotLu::new(design.weights(), t)?;
+    let mut inverse = vec![0.0; t * t];
+    for j in 0..t {
+        let mut unit = vec![0.0; t];
+        unit[j] = 1.0;
+        let column = lu.solve(&unit)?;
+        for i in 0..t {
+            inverse[i * t + j] = column[i];
+        }
+    }
+    Ok(inverse)
+}
+
+/// The reported vector (see [`CountLayout`]) of a fit, one entry per
+/// species in `fits`. β that involve a curve that could not be estimated
+/// (no observed row) are NaN.
+pub(crate) fn reported_parameters(
+    model: &CountModel,
+    fits: &[SpeciesFit],
+) -> Result<Vec<f64>, String> {
+    let design = model.design();
+    let layout = CountLayout::new(design, model.structure())?;
+    let shape = model.table().shape();
+    let treatments = shape.treatments;
+    let inverse = inverse_weights(model)?;
+    let mut out = vec![f64::NAN; layout.len()];
+    for fit in fits {
+        let s = fit.species;
+        for c in 0..shape.contexts {
+            let degree = model.structure().degree(c, s);
+            let problem_values: Vec<Option<CurveValues>> = (0..treatments)
+                .map(|t| {
+                    let curve = c * treatments + t;
+                    let estimable = model_curve_estimable(model, c, t);
+                    estimable.then(|| {
+                        CurveValues::from_theta(
+                            &fit.state.theta[curve],
+                            degree,
+                            super::curve::Axis::for_bins(shape.bins),
+                        )
+                    })
+                })
+                .collect();
+            for component in Component::ALL {
+                for k in 0..component.count(degree) {
+                    let value_of = |values: &CurveValues| match component {
+                        Component::Rate => values.rates[k],
+                        Component::Slope => values.slopes[k],
+                        Component::Point => values.points[k],
+                    };
+                    let per_treatment: Vec<Option<f64>> = problem_values
+                        .iter()
+                        .map(|v| v.as_ref().map(value_of))
+                        .collect();
+                    for i in 0..treatments {
+                        let mut beta = 0.0;
+                        for (t, value) in per_treatment.iter().enumerate() {
+                            let weight = inverse[i * treatments + t];
+                            if weight == 0.0 {
+                                continue;
+                            }
+                            beta += weight * value.unwrap_or(f64::NAN);
+                        }
+                        if let Some(index) = layout.original.beta_index(component, c, s, k, i) {
+                            out[index] = beta;
+                        }
+                    }
+                }
+            }
+            if let Some(index) = layout.dispersion_index(c, s) {
+                out[index] = fit.state.rho[c].exp();
+            }
+        }
+        for (r, u) in fit.state.u.iter().enumerate() {
+            for kind in WarpKind::ALL {
+                if let Some(index) = layout.original.warp_index(kind, s, r) {
+                    out[index] = u[warp_slot(kind)];
+                }
+            }
+        }
+        for kind in WarpKind::ALL {
+            if let Some(index) = layout.deviation_index(kind, s) {
+                out[index] = fit.sigma[warp_slot(kind)];
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Position of a warp kind among an animal's three random effects.
+pub(crate) fn warp_slot(kind: WarpKind) -> usize {
+    match kind {
+        WarpKind::Point => super::curve::U_POINT,
+        WarpKind::Rate => super::curve::U_RATE,
+        WarpKind::Slope => super::curve::U_SLOPE,
+    }
+}
+
+/// Whether a (context, treatment) curve has an observed row in any animal.
+fn model_curve_estimable(model: &CountModel, context: usize, treatment: usize) -> bool {
+    let table = model.table();
+    let shape = table.shape();
+    (0..shape.ran_levels).any(|r| {
+        let first = table.block_key(r, context, treatment);
+        table.observed()[first..first + shape.bins]
+            .iter()
+            .any(|&o| o)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests_support::{simulate, Simulation};
+    use super::*;
+
+    #[test]
+    fn a_fit_recovers_the_simulated_curves_and_converges() {
+        let spec = Simulation {
+            bins: 40,
+            animals: 6,
+            cells_per_key: 5,
+            ..Simulation::default()
+        };
+        let (model, truth) = simulate(&spec, 21);
+        for s in 0..spec.species {
+            let fit = fit_species(&model, s, None, None, &CountFitSettings::default()).unwrap();
+            assert!(fit.converged, "{fit:?}");
+            assert!(fit.scaled_gradient <= 1e-4);
+            assert_eq!(fit.on_bound, 0, "{fit:?}");
+            for t in 0..spec.levels {
+                let degree = spec.degrees[s];
+                let values = CurveValues::from_theta(
+                    &fit.state.theta[t],
+                    degree,
+                    super::super::curve::Axis::for_bins(spec.bins),
+                );
+                let true_values = &truth.curves[s][t];
+                for (a, b) in values.rates.iter().zip(&true_values.rates) {
+                    assert!((a - b).abs() < 0.2, "rates {values:?} vs {true_values:?}");
+                }
+                for (a, b) in values.points.iter().zip(&true_values.points) {
+                    assert!((a - b).abs() < 2.5, "points {values:?} vs {true_values:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_warm_start_from_the_estimate_stops_at_once() {
+        let (model, _) = simulate(&Simulation::default(), 4);
+        let settings = CountFitSettings::default();
+        let first = fit_species(&model, 0, None, None, &settings).unwrap();
+        let again = fit_species(
+            &model,
+            0,
+            None,
+            Some((&first.state, first.sigma)),
+            &settings,
+        )
+        .unwrap();
+        assert!(again.converged);
+        assert!(again.iterations <= 2, "{again:?}");
+        assert!((again.objective - first.objective).abs() < 1e-8 * first.objective.abs());
+    }
+
+    #[test]
+    fn reported_effects_are_differences_of_the_treatment_curves() {
+        let (model, _) = simulate(&Simulation::default(), 9);
+        let settings = CountFitSettings::default();
+        let fits: Vec<SpeciesFit> = (0..2)
+            .map(|s| fit_species(&model, s, None, None, &settings).unwrap())
+            .collect();
+        let reported = reported_parameters(&model, &fits).unwrap();
+        let layout = CountLayout::new(model.design(), model.structure()).unwrap();
+        let axis = super::super::curve::Axis::for_bins(30);
+        for s in 0..2 {
+            let degree = model.structure().degree(0, s);
+            let reference = CurveValues::from_theta(&fits[s].state.theta[0], degree, axis);
+            let treated = CurveValues::from_theta(&fits[s].state.theta[1], degree, axis);
+            let base = layout
+                .original
+                .beta_index(Component::Rate, 0, s, 0, 0)
+                .unwrap();
+            let effect = layout
+                .original
+                .beta_index(Component::Rate, 0, s, 0, 1)
+                .unwrap();
+            assert!((reported[base] - reference.rates[0]).abs() < 1e-12);
+            assert!((reported[effect] - (treated.rates[0] - reference.rates[0])).abs() < 1e-12);
+            let sd = layout.deviation_index(WarpKind::Slope, s).unwrap();
+            assert_eq!(reported[sd], fits[s].sigma[2]);
+        }
+        assert!(reported.iter().all(|v| v.is_finite()));
+    }
+}

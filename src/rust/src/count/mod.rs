@@ -1,0 +1,106 @@
+//! The count model, wispack's default likelihood (model vignette, "The count
+//! likelihood"): summed counts of observed cells are negative binomial with
+//! exposure, each animal's curves are warped by normal random effects, and
+//! each species is fitted on its own by damped Newton steps with the exact
+//! Hessian, the random-effect variances by a REML-type Laplace criterion.
+//!
+//! Pure numerics, like [`crate::model`] (which holds the original
+//! likelihood): nothing here knows about R or processes.
+//! - [`table`]: observed cell keys, counts and exposures;
+//! - [`family`]: the negative-binomial row term and its derivatives;
+//! - [`curve`]: θ → curve values, the warps, Ψ and its derivatives;
+//! - [`objective`]: one species' objective, gradient and bordered Hessian;
+//! - [`linalg`]: the bordered block-diagonal factorisation;
+//! - [`solver`]: damped Newton for one species at fixed variances;
+//! - [`fit`]: starting values, the variance updates, the whole fit.
+
+pub(crate) mod curve;
+pub(crate) mod family;
+pub(crate) mod fit;
+pub(crate) mod layout;
+pub(crate) mod linalg;
+pub(crate) mod objective;
+pub(crate) mod solver;
+pub(crate) mod start;
+pub(crate) mod table;
+
+#[cfg(test)]
+pub(crate) mod tests_support;
+
+use crate::model::{Design, Structure};
+use serde::{Deserialize, Serialize};
+use table::CountTable;
+
+/// Data, design and structure of a count-likelihood fit.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct CountModel {
+    table: CountTable,
+    design: Design,
+    structure: Structure,
+}
+
+impl CountModel {
+    /// Checks that the table, design and structure describe the same sizes.
+    pub fn new(table: CountTable, design: Design, structure: Structure) -> Result<Self, String> {
+        table.validate()?;
+        let shape = table.shape();
+        let checks = [
+            ("contexts", shape.contexts, design.contexts().len()),
+            ("species", shape.species, design.species().len()),
+            (
+                "random-effect levels",
+                shape.ran_levels,
+                design.ran_levels().len(),
+            ),
+            ("treatments", shape.treatments, design.treatment_count()),
+            (
+                "contexts of the structure",
+                shape.contexts,
+                structure.contexts(),
+            ),
+            (
+                "species of the structure",
+                shape.species,
+                structure.species(),
+            ),
+        ];
+        for (what, in_table, expected) in checks {
+            if in_table != expected {
+                return Err(format!(
+                    "the count table has {in_table} {what}, expected {expected}"
+                ));
+            }
+        }
+        Ok(CountModel {
+            table,
+            design,
+            structure,
+        })
+    }
+
+    pub fn table(&self) -> &CountTable {
+        &self.table
+    }
+
+    pub fn table_mut(&mut self) -> &mut CountTable {
+        &mut self.table
+    }
+
+    pub fn design(&self) -> &Design {
+        &self.design
+    }
+
+    pub fn structure(&self) -> &Structure {
+        &self.structure
+    }
+
+    /// The same data with other degrees.
+    pub fn with_structure(&self, structure: Structure) -> Result<Self, String> {
+        CountModel::new(self.table.clone(), self.design.clone(), structure)
+    }
+
+    /// Whether the animals carry random effects (two or more of them).
+    pub fn has_random_effects(&self) -> bool {
+        self.table.shape().ran_levels >= 2
+    }
+}

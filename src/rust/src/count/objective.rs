@@ -1,0 +1,605 @@
+//! One species' objective under the count likelihood (model vignette,
+//! "Fitting the count model"): J = −Σ ℓ + Σ u²/(2σ²) over the species'
+//! curves (θ), dispersions (ρ = ln φ) and random effects (u), with its
+//! gradient and exact Hessian in bordered block-diagonal form.
+//!
+//! No term couples two species, so every species is a problem of its own.
+//! Within a species the curves (context, treatment) touch each other only
+//! through the dispersion of their context and the random effects of the
+//! animals, which form the Hessian's border.
+
+use super::curve::{curve_len, local_len, Axis, BinDerivatives, WarpedCurve};
+use super::family::{row_term, row_value};
+use super::linalg::BorderedMatrix;
+use super::CountModel;
+use crate::model::special::ln_gamma;
+
+/// Where a species' free unknowns sit in the optimiser's vector x:
+/// estimable curves first (context-major, then treatment), then the border:
+/// the estimable contexts' ρ, then the free random effects.
+#[derive(Clone, Debug)]
+pub(crate) struct SpeciesLayout {
+    pub species: usize,
+    pub contexts: usize,
+    pub treatments: usize,
+    pub animals: usize,
+    pub bins: usize,
+    /// Degree per context.
+    pub degrees: Vec<usize>,
+    /// Per curve (c·T + t): start of its θ in x, `None` when the curve has
+    /// no observed row (its values cannot be estimated).
+    pub curve_offsets: Vec<Option<usize>>,
+    /// Per context: index of ρ_c in x, `None` without observed rows.
+    pub rho_index: Vec<Option<usize>>,
+    /// Per animal and warp (point, rate, slope): index of u in x, `None`
+    /// when that warp's σ is 0 (the effect is fixed at 0).
+    pub u_index: Vec<[Option<usize>; 3]>,
+    /// Sizes of the Hessian's diagonal blocks (the estimable curves).
+    pub block_sizes: Vec<usize>,
+    pub border: usize,
+    pub len: usize,
+}
+
+impl SpeciesLayout {
+    /// `free_warps[w]`: whether warp w is estimated (its σ > 0).
+    pub fn new(model: &CountModel, species: usize, free_warps: [bool; 3]) -> Self {
+        let shape = model.table().shape();
+        let (contexts, treatments, animals, bins) = (
+            shape.contexts,
+            shape.treatments,
+            shape.ran_levels,
+            shape.bins,
+        );
+        let degrees: Vec<usize> = (0..contexts)
+            .map(|c| model.structure().degree(c, species))
+            .collect();
+        let observed = model.table().observed();
+        let curve_has_rows = |c: usize, t: usize| {
+            (0..animals).any(|r| {
+                let first = model.table().block_key(r, c, t);
+                observed[first..first + bins].iter().any(|&o| o)
+            })
+        };
+        let mut next = 0;
+        let mut curve_offsets = Vec::with_capacity(contexts * treatments);
+        let mut block_sizes = Vec::new();
+        for (c, &degree) in degrees.iter().enumerate() {
+            for t in 0..treatments {
+                if curve_has_rows(c, t) {
+                    curve_offsets.push(Some(next));
+                    block_sizes.push(curve_len(degree));
+                    next += curve_len(degree);
+                } else {
+                    curve_offsets.push(None);
+                }
+            }
+        }
+        let border_start = next;
+        let rho_index: Vec<Option<usize>> = (0..contexts)
+            .map(|c| {
+                (0..treatments)
+                    .any(|t| curve_offsets[c * treatments + t].is_some())
+                    .then(|| {
+                        next += 1;
+                        next - 1
+                    })
+            })
+            .collect();
+        let u_index = (0..animals)
+            .map(|_| {
+                let mut indices = [None; 3];
+                for (w, index) in indices.iter_mut().enumerate() {
+                    if free_warps[w] {
+                        *index = Some(next);
+                        next += 1;
+                    }
+                }
+                indices
+            })
+            .collect();
+        SpeciesLayout {
+            species,
+            contexts,
+            treatments,
+            animals,
+            bins,
+            degrees,
+            curve_offsets,
+            rho_index,
+            u_index,
+            block_sizes,
+            border: next - border_start,
+            len: next,
+        }
+    }
+
+    pub fn border_start(&self) -> usize {
+        self.len - self.border
+    }
+
+    pub fn free_warps(&self) -> [bool; 3] {
+        let first = self.u_index.first();
+        [0, 1, 2].map(|w| first.is_some_and(|u| u[w].is_some()))
+    }
+}
+
+/// Every value of a species' fit, estimable or not.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct SpeciesState {
+    /// θ per curve (c·T + t).
+    pub theta: Vec<Vec<f64>>,
+    /// ρ = ln φ per context.
+    pub rho: Vec<f64>,
+    /// u per animal.
+    pub u: Vec<[f64; 3]>,
+}
+
+impl SpeciesState {
+    /// The free unknowns, in the layout's order.
+    pub fn to_vector(&self, layout: &SpeciesLayout) -> Vec<f64> {
+        let mut x = vec![0.0; layout.len];
+        for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+            if let Some(offset) = offset {
+                let theta = &self.theta[curve];
+                x[*offset..*offset + theta.len()].copy_from_slice(theta);
+            }
+        }
+        for (c, index) in layout.rho_index.iter().enumerate() {
+            if let Some(i) = index {
+                x[*i] = self.rho[c];
+            }
+        }
+        for (r, indices) in layout.u_index.iter().enumerate() {
+            for w in 0..3 {
+                if let Some(i) = indices[w] {
+                    x[i] = self.u[r][w];
+                }
+            }
+        }
+        x
+    }
+
+    /// Copies the free unknowns back; fixed values are left as they are.
+    pub fn set_vector(&mut self, layout: &SpeciesLayout, x: &[f64]) {
+        for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+            if let Some(offset) = offset {
+                let n = self.theta[curve].len();
+                self.theta[curve].copy_from_slice(&x[*offset..*offset + n]);
+            }
+        }
+        for (c, index) in layout.rho_index.iter().enumerate() {
+            if let Some(i) = index {
+                self.rho[c] = x[*i];
+            }
+        }
+        for (r, indices) in layout.u_index.iter().enumerate() {
+            for w in 0..3 {
+                if let Some(i) = indices[w] {
+                    self.u[r][w] = x[i];
+                }
+            }
+        }
+    }
+}
+
+/// The data of one species, with ln Γ(y + 1) cached per row.
+pub(crate) struct SpeciesProblem<'m> {
+    model: &'m CountModel,
+    pub layout: SpeciesLayout,
+    axis: Axis,
+    ln_gamma_count: Vec<f64>,
+    /// Per (animal, context, treatment) block: whether it has an observed row.
+    active_blocks: Vec<bool>,
+}
+
+/// Scratch space of one evaluation, sized for the largest degree.
+struct Workspace {
+    curves: Vec<WarpedCurve>,
+    bins: Vec<BinDerivatives>,
+    value_gradient: Vec<f64>,
+    value_hessian: Vec<f64>,
+    value_rho: Vec<f64>,
+    local_gradient: Vec<f64>,
+    local_hessian: Vec<f64>,
+    local_rho: Vec<f64>,
+}
+
+impl Workspace {
+    fn new(max_degree: usize) -> Self {
+        let m = curve_len(max_degree);
+        let n = local_len(max_degree);
+        Workspace {
+            curves: (0..=max_degree).map(WarpedCurve::new).collect(),
+            bins: (0..=max_degree).map(BinDerivatives::new).collect(),
+            value_gradient: vec![0.0; m],
+            value_hessian: vec![0.0; m * m],
+            value_rho: vec![0.0; m],
+            local_gradient: vec![0.0; n],
+            local_hessian: vec![0.0; n * n],
+            local_rho: vec![0.0; n],
+        }
+    }
+}
+
+/// σ per warp (point, rate, slope); 0 fixes that warp's u at 0.
+pub(crate) type Sigma = [f64; 3];
+
+impl<'m> SpeciesProblem<'m> {
+    pub fn new(model: &'m CountModel, species: usize, free_warps: [bool; 3]) -> Self {
+        let layout = SpeciesLayout::new(model, species, free_warps);
+        let table = model.table();
+        let ln_gamma_count = table
+            .counts(species)
+            .iter()
+            .map(|&y| ln_gamma(y + 1.0))
+            .collect();
+        let (animals, contexts, treatments, bins) = (
+            layout.animals,
+            layout.contexts,
+            layout.treatments,
+            layout.bins,
+        );
+        let observed = table.observed();
+        let mut active_blocks = Vec::with_capacity(animals * contexts * treatments);
+        for r in 0..animals {
+            for c in 0..contexts {
+                for t in 0..treatments {
+                    let first = table.block_key(r, c, t);
+                    active_blocks.push(observed[first..first + bins].iter().any(|&o| o));
+                }
+            }
+        }
+        SpeciesProblem {
+            model,
+            layout,
+            axis: Axis::for_bins(bins),
+            ln_gamma_count,
+            active_blocks,
+        }
+    }
+
+    pub fn model(&self) -> &'m CountModel {
+        self.model
+    }
+
+    pub fn axis(&self) -> Axis {
+        self.axis
+    }
+
+    /// A Hessian of this species' shape, to be filled by [`Self::evaluate`].
+    pub fn hessian_shape(&self) -> BorderedMatrix {
+        BorderedMatrix::new(self.layout.block_sizes.clone(), self.layout.border)
+    }
+
+    /// J at `state`; +∞ when some term is not finite.
+    pub fn value(&self, state: &SpeciesState, sigma: Sigma) -> f64 {
+        self.pass(state, sigma, None)
+    }
+
+    /// J, its gradient (in x's layout) and its Hessian.
+    pub fn evaluate(
+        &self,
+        state: &SpeciesState,
+        sigma: Sigma,
+        gradient: &mut [f64],
+        hessian: &mut BorderedMatrix,
+    ) -> f64 {
+        self.pass(state, sigma, Some((gradient, hessian)))
+    }
+
+    /// −Σ ℓ alone (no random-effect penalty) at `state`.
+    pub fn negative_log_likelihood(&self, state: &SpeciesState) -> f64 {
+        self.pass(state, [0.0; 3], None)
+    }
+
+    fn pass(
+        &self,
+        state: &SpeciesState,
+        sigma: Sigma,
+        mut derivatives: Option<(&mut [f64], &mut BorderedMatrix)>,
+    ) -> f64 {
+        let layout = &self.layout;
+        let table = self.model.table();
+        let (counts, exposures) = (
+            table.counts(layout.species),
+            table.exposures(layout.species),
+        );
+        let observed = table.observed();
+        let max_degree = layout.degrees.iter().copied().max().unwrap_or(0);
+        let mut work = Workspace::new(max_degree);
+        if let Some((gradient, hessian)) = derivatives.as_mut() {
+            gradient.fill(0.0);
+            hessian.clear();
+        }
+        let border_start = layout.border_start();
+        let mut total = 0.0;
+        let mut block = 0;
+        for r in 0..layout.animals {
+            let u = state.u[r];
+            for c in 0..layout.contexts {
+                let degree = layout.degrees[c];
+                let (m, n) = (curve_len(degree), local_len(degree));
+                let rho = state.rho[c];
+                for t in 0..layout.treatments {
+                    let active = self.active_blocks[block];
+                    block += 1;
+                    let curve_index = c * layout.treatments + t;
+                    if !active {
+                        continue;
+                    }
+                    let curve = &mut work.curves[degree];
+                    curve.set(&state.theta[curve_index], u, self.axis);
+                    let bin = &mut work.bins[degree];
+                    let first_key = table.block_key(r, c, t);
+                    let want = derivatives.is_some();
+                    if want {
+                        work.value_gradient[..m].fill(0.0);
+                        work.value_hessian[..m * m].fill(0.0);
+                        work.value_rho[..m].fill(0.0);
+                    }
+                    let (mut rho_gradient, mut rho_hessian) = (0.0, 0.0);
+                    for b in 0..layout.bins {
+                        let key = first_key + b;
+                        if !observed[key] {
+                            continue;
+                        }
+                        let psi = bin.evaluate(curve.values(), (b + 1) as f64);
+                        let (y, exposure, lg) =
+                            (counts[key], exposures[key], self.ln_gamma_count[key]);
+                        if !want {
+                            total -= row_value(y, exposure, psi, rho, lg);
+                            continue;
+                        }
+                        let term = row_term(y, exposure, psi, rho, lg);
+                        total -= term.value;
+                        rho_gradient -= term.d_rho;
+                        rho_hessian -= term.d_rho_rho;
+                        let g = &bin.gradient;
+                        for i in 0..m {
+                            work.value_gradient[i] -= term.d_psi * g[i];
+                            work.value_rho[i] -= term.d_psi_rho * g[i];
+                            let row = &mut work.value_hessian[i * m..(i + 1) * m];
+                            let scaled = -term.d_psi_psi * g[i];
+                            for (h, &gj) in row.iter_mut().zip(g.iter()) {
+                                *h += scaled * gj;
+                            }
+                        }
+                        bin.add_hessian(
+                            curve.values(),
+                            -term.d_psi,
+                            &mut work.value_hessian[..m * m],
+                        );
+                    }
+                    let Some((gradient, hessian)) = derivatives.as_mut() else {
+                        continue;
+                    };
+                    let local_gradient = &mut work.local_gradient[..n];
+                    let local_hessian = &mut work.local_hessian[..n * n];
+                    let local_rho = &mut work.local_rho[..n];
+                    local_gradient.fill(0.0);
+                    local_hessian.fill(0.0);
+                    local_rho.fill(0.0);
+                    curve.add_local_gradient(&work.value_gradient[..m], local_gradient);
+                    curve.add_local_hessian(
+                        &work.value_gradient[..m],
+                        &work.value_hessian[..m * m],
+                        local_hessian,
+                    );
+                    curve.add_local_gradient(&work.value_rho[..m], local_rho);
+                    self.scatter(
+                        c,
+                        curve_index,
+                        r,
+                        (m, n),
+                        (local_gradient, local_hessian, local_rho),
+                        (rho_gradient, rho_hessian),
+                        gradient,
+                        hessian,
+                        border_start,
+                    );
+                }
+            }
+        }
+        // The random effects' normal prior.
+        for r in 0..layout.animals {
+            for w in 0..3 {
+                if sigma[w] > 0.0 {
+                    let precision = 1.0 / (sigma[w] * sigma[w]);
+                    let u = state.u[r][w];
+                    total += 0.5 * precision * u * u;
+                    if let (Some((gradient, hessian)), Some(i)) =
+                        (derivatives.as_mut(), layout.u_index[r][w])
+                    {
+                        gradient[i] += precision * u;
+                        let b = i - border_start;
+                        let m = layout.border;
+                        hessian.border_block[b * m + b] += precision;
+                    }
+                }
+            }
+        }
+        if total.is_finite() {
+            total
+        } else {
+            f64::INFINITY
+        }
+    }
+
+    /// Adds one (animal, curve) block's local derivatives into the species'
+    /// gradient and bordered Hessian.
+    #[allow(clippy::too_many_arguments)]
+    fn scatter(
+        &self,
+        context: usize,
+        curve_index: usize,
+        animal: usize,
+        (m, n): (usize, usize),
+        (local_gradient, local_hessian, local_rho): (&[f64], &[f64], &[f64]),
+        (rho_gradient, rho_hessian): (f64, f64),
+        gradient: &mut [f64],
+        hessian: &mut BorderedMatrix,
+        border_start: usize,
+    ) {
+        let layout = &self.layout;
+        let border = layout.border;
+        let Some(offset) = layout.curve_offsets[curve_index] else {
+            return;
+        };
+        let block = hessian_block_of(layout, curve_index);
+        // Border positions of this block's local u and ρ.
+        let u_border: [Option<usize>; 3] =
+            layout.u_index[animal].map(|i| i.map(|i| i - border_start));
+        let rho_border = layout.rho_index[context].map(|i| i - border_start);
+        for i in 0..m {
+            gradient[offset + i] += local_gradient[i];
+            let a = &mut hessian.blocks[block];
+            for j in 0..m {
+                a[i * m + j] += local_hessian[i * n + j];
+            }
+            let coupling = &mut hessian.couplings[block];
+            for (w, ub) in u_border.iter().enumerate() {
+                if let Some(ub) = ub {
+                    coupling[i * border + ub] += local_hessian[i * n + m + w];
+                }
+            }
+            if let Some(rb) = rho_border {
+                coupling[i * border + rb] += local_rho[i];
+            }
+        }
+        for (w, ub) in u_border.iter().enumerate() {
+            let Some(ub) = *ub else { continue };
+            gradient[border_start + ub] += local_gradient[m + w];
+            for (w2, ub2) in u_border.iter().enumerate() {
+                if let Some(ub2) = ub2 {
+                    hessian.border_block[ub * border + ub2] += local_hessian[(m + w) * n + m + w2];
+                }
+            }
+            if let Some(rb) = rho_border {
+                hessian.border_block[ub * border + rb] += local_rho[m + w];
+                hessian.border_block[rb * border + ub] += local_rho[m + w];
+            }
+        }
+        if let Some(rb) = rho_border {
+            gradient[border_start + rb] += rho_gradient;
+            hessian.border_block[rb * border + rb] += rho_hessian;
+        }
+    }
+}
+
+/// The Hessian block of an estimable curve: its rank among estimable curves.
+fn hessian_block_of(layout: &SpeciesLayout, curve_index: usize) -> usize {
+    layout.curve_offsets[..curve_index]
+        .iter()
+        .filter(|o| o.is_some())
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests_support::small_model;
+    use super::*;
+
+    /// A state with every curve at a plausible θ and non-zero random effects.
+    fn state_for(problem: &SpeciesProblem) -> SpeciesState {
+        let layout = &problem.layout;
+        let theta = (0..layout.contexts * layout.treatments)
+            .map(|curve| {
+                let degree = layout.degrees[curve / layout.treatments];
+                let mut theta: Vec<f64> = (0..=degree).map(|k| 1.5 + 0.4 * k as f64).collect();
+                theta.extend((0..degree).map(|k| -1.2 + 0.1 * (k + curve) as f64));
+                theta.extend((0..degree).map(|k| -0.7 + 0.3 * k as f64));
+                theta
+            })
+            .collect();
+        SpeciesState {
+            theta,
+            rho: (0..layout.contexts)
+                .map(|c| -1.5 + 0.2 * c as f64)
+                .collect(),
+            u: (0..layout.animals)
+                .map(|r| {
+                    [
+                        0.1 * r as f64 - 0.1,
+                        0.05 - 0.04 * r as f64,
+                        0.2 - 0.1 * r as f64,
+                    ]
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn gradient_and_hessian_match_finite_differences() {
+        let model = small_model(7);
+        for species in 0..model.table().shape().species {
+            let problem = SpeciesProblem::new(&model, species, [true, true, true]);
+            let sigma = [0.3, 0.2, 0.4];
+            let state = state_for(&problem);
+            let x = state.to_vector(&problem.layout);
+            let n = x.len();
+            let mut gradient = vec![0.0; n];
+            let mut hessian = problem.hessian_shape();
+            problem.evaluate(&state, sigma, &mut gradient, &mut hessian);
+            let value_at = |x: &[f64]| {
+                let mut s = state.clone();
+                s.set_vector(&problem.layout, x);
+                problem.value(&s, sigma)
+            };
+            let gradient_at = |x: &[f64]| {
+                let mut s = state.clone();
+                s.set_vector(&problem.layout, x);
+                let mut g = vec![0.0; n];
+                let mut h = problem.hessian_shape();
+                problem.evaluate(&s, sigma, &mut g, &mut h);
+                g
+            };
+            let h = 1e-6;
+            let unit = |i: usize| {
+                let mut e = vec![0.0; n];
+                e[i] = 1.0;
+                e
+            };
+            for i in 0..n {
+                let (mut up, mut down) = (x.clone(), x.clone());
+                up[i] += h;
+                down[i] -= h;
+                let numeric = (value_at(&up) - value_at(&down)) / (2.0 * h);
+                assert!(
+                    (gradient[i] - numeric).abs() <= 1e-5 * numeric.abs().max(1.0),
+                    "species {species}, gradient {i}: {} vs {numeric}",
+                    gradient[i]
+                );
+                let column = hessian.multiply(&unit(i));
+                let (g_up, g_down) = (gradient_at(&up), gradient_at(&down));
+                for j in 0..n {
+                    let numeric = (g_up[j] - g_down[j]) / (2.0 * h);
+                    assert!(
+                        (column[j] - numeric).abs() <= 1e-4 * numeric.abs().max(1.0),
+                        "species {species}, hessian ({j}, {i}): {} vs {numeric}",
+                        column[j]
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_fixed_warp_has_no_unknown_and_no_penalty() {
+        let model = small_model(3);
+        let problem = SpeciesProblem::new(&model, 0, [false, true, false]);
+        assert!(problem
+            .layout
+            .u_index
+            .iter()
+            .all(|u| u[0].is_none() && u[1].is_some()));
+        let mut state = state_for(&problem);
+        for u in &mut state.u {
+            u[0] = 0.0;
+            u[2] = 0.0;
+        }
+        let with = problem.value(&state, [0.0, 0.5, 0.0]);
+        let nll = problem.negative_log_likelihood(&state);
+        let prior: f64 = state.u.iter().map(|u| 0.5 * u[1] * u[1] / 0.25).sum();
+        assert!((with - nll - prior).abs() < 1e-9 * with.abs());
+    }
+}

@@ -1,0 +1,318 @@
+//! Change points and starting values for the count model (model vignette,
+//! "Structure and starting values").
+//!
+//! The change-point detectors of [`crate::structure`] read one series per
+//! (treatment, animal): here log(1 + Y/E) per bin, the rate per unit of
+//! exposure on the curve's scale, with unmeasured bins NaN. The original's
+//! population rows are replaced by one pooled series per treatment: the mean
+//! over the animals that were measured in a bin, with gaps filled by linear
+//! interpolation. Starting block rates, slopes and points per treatment
+//! come from that pooled series as in the original (block means and run
+//! lengths), random effects start at 0.
+
+use super::curve::{Axis, CurveValues};
+use super::objective::{SpeciesProblem, SpeciesState};
+use super::CountModel;
+use crate::model::Structure;
+use crate::structure::init::{block_rates_and_runs, initial_slope};
+use crate::structure::lro::SeriesMatrix;
+use crate::structure::{detect_curve, DetectedStructure, DetectionSettings};
+
+/// Smallest spacing of starting points, as a fraction of the axis.
+const START_GAP: f64 = 0.01;
+
+/// log(1 + Y/E) of one (animal, context, species, treatment) over the bins;
+/// NaN where the cell key was not measured.
+fn animal_series(
+    model: &CountModel,
+    animal: usize,
+    context: usize,
+    species: usize,
+    treatment: usize,
+) -> Vec<f64> {
+    let table = model.table();
+    let first = table.block_key(animal, context, treatment);
+    let bins = table.shape().bins;
+    let (counts, exposures, observed) = (
+        table.counts(species),
+        table.exposures(species),
+        table.observed(),
+    );
+    (first..first + bins)
+        .map(|key| {
+            if observed[key] && exposures[key] > 0.0 {
+                (counts[key] / exposures[key]).ln_1p()
+            } else {
+                f64::NAN
+            }
+        })
+        .collect()
+}
+
+/// Fills NaN entries by linear interpolation between the nearest measured
+/// bins (constant beyond the ends); all-NaN stays all-NaN.
+fn interpolate_gaps(series: &mut [f64]) {
+    let known: Vec<usize> = (0..series.len())
+        .filter(|&i| series[i].is_finite())
+        .collect();
+    let (Some(&first), Some(&last)) = (known.first(), known.last()) else {
+        return;
+    };
+    for i in 0..first {
+        series[i] = series[first];
+    }
+    for i in last + 1..series.len() {
+        series[i] = series[last];
+    }
+    for pair in known.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        for i in a + 1..b {
+            let weight = (i - a) as f64 / (b - a) as f64;
+            series[i] = series[a] + weight * (series[b] - series[a]);
+        }
+    }
+}
+
+/// The pooled series of each treatment of one curve.
+pub(crate) fn pooled_series(model: &CountModel, context: usize, species: usize) -> Vec<Vec<f64>> {
+    let shape = model.table().shape();
+    (0..shape.treatments)
+        .map(|t| {
+            let mut sum = vec![0.0; shape.bins];
+            let mut measured = vec![0usize; shape.bins];
+            for r in 0..shape.ran_levels {
+                for (b, value) in animal_series(model, r, context, species, t)
+                    .into_iter()
+                    .enumerate()
+                {
+                    if value.is_finite() {
+                        sum[b] += value;
+                        measured[b] += 1;
+                    }
+                }
+            }
+            let mut pooled: Vec<f64> = sum
+                .iter()
+                .zip(&measured)
+                .map(|(&s, &n)| if n > 0 { s / n as f64 } else { f64::NAN })
+                .collect();
+            interpolate_gaps(&mut pooled);
+            pooled
+        })
+        .collect()
+}
+
+/// The detectors' input for one curve: the pooled series of each treatment
+/// (as the population column) and every complete animal series.
+pub(crate) fn series_matrix(model: &CountModel, context: usize, species: usize) -> SeriesMatrix {
+    let shape = model.table().shape();
+    let pooled = pooled_series(model, context, species);
+    let mut columns = Vec::new();
+    let mut keys = Vec::new();
+    for (t, series) in pooled.into_iter().enumerate() {
+        if series.iter().all(|v| v.is_finite()) {
+            columns.push(series);
+            keys.push((t, 0));
+        }
+        if shape.ran_levels < 2 {
+            continue;
+        }
+        for r in 0..shape.ran_levels {
+            let series = animal_series(model, r, context, species, t);
+            if series.iter().all(|v| v.is_finite()) {
+                columns.push(series);
+                keys.push((t, r + 1));
+            }
+        }
+    }
+    SeriesMatrix {
+        bins: shape.bins,
+        columns,
+        keys,
+    }
+}
+
+/// Degrees and change points of every curve.
+pub(crate) fn detect_structure(
+    model: &CountModel,
+    settings: &DetectionSettings,
+) -> Result<DetectedStructure, String> {
+    let shape = model.table().shape();
+    let mut degrees = Vec::with_capacity(shape.contexts * shape.species);
+    let mut change_points = Vec::with_capacity(shape.contexts * shape.species);
+    for c in 0..shape.contexts {
+        for s in 0..shape.species {
+            let detection = detect_curve(&series_matrix(model, c, s), shape.treatments, settings)?;
+            degrees.push(detection.degree());
+            change_points.push(detection.treatment_points);
+        }
+    }
+    Ok(DetectedStructure {
+        structure: Structure::new(shape.contexts, shape.species, degrees)?,
+        change_points,
+    })
+}
+
+/// Evenly spaced points, for curves without detected change points.
+fn even_points(degree: usize, axis: Axis) -> Vec<f64> {
+    (1..=degree)
+        .map(|k| axis.lower + axis.width * k as f64 / (degree as f64 + 1.0))
+        .collect()
+}
+
+/// Starting values of one curve and treatment from its pooled series.
+fn curve_start(
+    series: &[f64],
+    points: &[f64],
+    rise_threshold_factor: f64,
+    axis: Axis,
+) -> Result<CurveValues, String> {
+    let degree = points.len();
+    let bins = series.len();
+    if series.iter().any(|v| !v.is_finite()) {
+        // No data for this treatment: a flat curve (it is not estimated).
+        return Ok(CurveValues {
+            rates: vec![0.0; degree + 1],
+            slopes: vec![1.0; degree],
+            points: even_points(degree, axis),
+        });
+    }
+    let mut rounded: Vec<usize> = points
+        .iter()
+        .map(|&p| (p.round().max(1.0) as usize).min(bins))
+        .collect();
+    rounded.sort_unstable();
+    let estimates = block_rates_and_runs(series, &rounded, rise_threshold_factor)?;
+    Ok(CurveValues {
+        rates: estimates.rates,
+        slopes: estimates
+            .runs
+            .iter()
+            .map(|&run| initial_slope(run))
+            .collect(),
+        points: points.to_vec(),
+    })
+}
+
+/// Dispersion per context by moments around the pooled curves:
+/// Var(Y) = μ + φ μ²/E, so φ ≈ Σ ((Y − μ)² − μ) / Σ μ²/E, kept in [1e-3, 10].
+fn moment_dispersion(
+    model: &CountModel,
+    context: usize,
+    species: usize,
+    pooled: &[Vec<f64>],
+) -> f64 {
+    let table = model.table();
+    let shape = table.shape();
+    let (counts, exposures, observed) = (
+        table.counts(species),
+        table.exposures(species),
+        table.observed(),
+    );
+    let (mut numerator, mut denominator) = (0.0, 0.0);
+    for r in 0..shape.ran_levels {
+        for (t, series) in pooled.iter().enumerate() {
+            let first = table.block_key(r, context, t);
+            for b in 0..shape.bins {
+                let key = first + b;
+                if !observed[key] || !series[b].is_finite() || exposures[key] <= 0.0 {
+                    continue;
+                }
+                let mean = exposures[key] * series[b].exp_m1().max(1e-3);
+                numerator += (counts[key] - mean).powi(2) - mean;
+                denominator += mean * mean / exposures[key];
+            }
+        }
+    }
+    if denominator > 0.0 {
+        (numerator / denominator).clamp(1e-3, 10.0)
+    } else {
+        0.1
+    }
+}
+
+/// Starting state of a species: per curve and treatment, values from the
+/// pooled series and the detected change points (evenly spaced points where
+/// none are given), ρ from moments, u = 0.
+pub(crate) fn starting_state_with(
+    problem: &SpeciesProblem,
+    detected: Option<&DetectedStructure>,
+    rise_threshold_factor: f64,
+) -> Result<SpeciesState, String> {
+    let layout = &problem.layout;
+    let model = problem.model();
+    let axis = problem.axis();
+    let species_count = model.table().shape().species;
+    let mut theta = Vec::with_capacity(layout.contexts * layout.treatments);
+    let mut rho = Vec::with_capacity(layout.contexts);
+    for c in 0..layout.contexts {
+        let degree = layout.degrees[c];
+        let pooled = pooled_series(model, c, layout.species);
+        for (t, series) in pooled.iter().enumerate() {
+            let points = match detected {
+                Some(d) => {
+                    let points = &d.change_points[c * species_count + layout.species];
+                    match points.get(t) {
+                        Some(p) if p.len() == degree => p.clone(),
+                        _ => even_points(degree, axis),
+                    }
+                }
+                None => even_points(degree, axis),
+            };
+            let values = curve_start(series, &points, rise_threshold_factor, axis)?;
+            theta.push(values.to_theta(axis, START_GAP));
+        }
+        rho.push(moment_dispersion(model, c, layout.species, &pooled).ln());
+    }
+    Ok(SpeciesState {
+        theta,
+        rho,
+        u: vec![[0.0; 3]; layout.animals],
+    })
+}
+
+/// [`starting_state_with`] without detected change points.
+pub(crate) fn starting_state(
+    problem: &SpeciesProblem,
+    rise_threshold_factor: f64,
+) -> Result<SpeciesState, String> {
+    starting_state_with(problem, None, rise_threshold_factor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests_support::{simulate, Simulation};
+    use super::*;
+    use crate::structure::DetectionSettings;
+
+    #[test]
+    fn gaps_are_filled_linearly_and_ends_held() {
+        let mut series = vec![f64::NAN, 1.0, f64::NAN, f64::NAN, 4.0, f64::NAN];
+        interpolate_gaps(&mut series);
+        assert_eq!(series, vec![1.0, 1.0, 2.0, 3.0, 4.0, 4.0]);
+    }
+
+    #[test]
+    fn clearly_separated_transitions_are_detected_on_simulated_counts() {
+        let spec = Simulation {
+            bins: 60,
+            species: 2,
+            degrees: vec![1, 2],
+            cells_per_key: 6,
+            ..Simulation::default()
+        };
+        let (model, truth) = simulate(&spec, 5);
+        let detected = detect_structure(&model, &DetectionSettings::default()).unwrap();
+        assert_eq!(detected.structure.degrees(), &[1, 2]);
+        for s in 0..2 {
+            let found = &detected.change_points[s][0];
+            for (f, t) in found.iter().zip(&truth.curves[s][0].points) {
+                assert!(
+                    (f - t).abs() < 4.0,
+                    "species {s}: {found:?} vs {:?}",
+                    truth.curves[s][0].points
+                );
+            }
+        }
+    }
+}
