@@ -6,8 +6,9 @@
 
 use super::curve::{curve_len, CurveValues, SLOPE_MAX};
 use super::layout::CountLayout;
+use super::linalg::BorderedMatrix;
 use super::objective::{Sigma, SpeciesProblem, SpeciesState};
-use super::solver::{newton, Bounds, NewtonOutcome, NewtonSettings};
+use super::solver::{newton, Bounds, NewtonOutcome, NewtonSettings, FLAT_CURVATURE, FLAT_SLOPE};
 use super::start::starting_state_with;
 use super::CountModel;
 use crate::model::{Component, WarpKind};
@@ -24,13 +25,14 @@ pub(crate) const SIGMA_ZERO: f64 = 1e-3;
 /// Box bounds of the unconstrained coordinates: far enough that only a
 /// degenerate fit (a step-like transition, a vanishing gap, a Poisson
 /// dispersion) reaches them.
-const RATE_BOUNDS: (f64, f64) = (-2.0, 25.0);
+/// Block rates are log(1 + rate), so a rate of 0 is the lower bound 0.
+const RATE_BOUNDS: (f64, f64) = (0.0, 25.0);
 const LOGIT_BOUNDS: (f64, f64) = (-20.0, 20.0);
 const LOG_DISPERSION_BOUNDS: (f64, f64) = (-18.4, 6.9);
 const RANDOM_EFFECT_BOUNDS: (f64, f64) = (-10.0, 10.0);
 
 /// Settings of a count fit.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct CountFitSettings {
     pub newton: NewtonSettings,
     /// Most variance updates per species.
@@ -89,7 +91,7 @@ pub(crate) fn bounds_for(problem: &SpeciesProblem) -> Bounds {
 }
 
 /// One species' fit.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct SpeciesFit {
     pub species: usize,
     pub state: SpeciesState,
@@ -108,6 +110,11 @@ pub(crate) struct SpeciesFit {
     /// Estimates at a bound: box bounds, slopes above 0.99·S_MAX, point gaps
     /// below 0.1 % of the axis.
     pub on_bound: usize,
+    /// Per curve and θ coordinate: whether the data inform it (a curve
+    /// without observed rows, or the transitions of a curve whose rates are
+    /// all 0, are not informed; their β are reported as NaN).
+    pub curve_informed: Vec<Vec<bool>>,
+    pub rho_informed: Vec<bool>,
     pub stop: Option<String>,
 }
 
@@ -115,12 +122,37 @@ fn free_warps_of(sigma: Sigma) -> [bool; 3] {
     sigma.map(|s| s > 0.0)
 }
 
-/// ln det of the random effects' block of H (for the Laplace marginal).
-fn random_effect_log_det(problem: &SpeciesProblem, state: &SpeciesState, sigma: Sigma) -> f64 {
+/// What the final Hessian says about a species' estimate: ln det of its
+/// random effects' block (for the Laplace marginal) and which θ and ρ
+/// coordinates the data inform at all (see [`FLAT_CURVATURE`]).
+struct FinalCurvature {
+    random_effect_log_det: f64,
+    curve_informed: Vec<Vec<bool>>,
+    rho_informed: Vec<bool>,
+}
+
+fn final_curvature(problem: &SpeciesProblem, state: &SpeciesState, sigma: Sigma) -> FinalCurvature {
     let layout = &problem.layout;
     let mut gradient = vec![0.0; layout.len];
     let mut hessian = problem.hessian_shape();
     problem.evaluate(state, sigma, &mut gradient, &mut hessian);
+    let informed = |i: usize| {
+        !(hessian.diagonal(i).abs() <= FLAT_CURVATURE && gradient[i].abs() <= FLAT_SLOPE)
+    };
+    let curve_informed = layout
+        .curve_offsets
+        .iter()
+        .zip(&state.theta)
+        .map(|(offset, theta)| match offset {
+            Some(offset) => (0..theta.len()).map(|i| informed(offset + i)).collect(),
+            None => vec![false; theta.len()],
+        })
+        .collect();
+    let rho_informed = layout
+        .rho_index
+        .iter()
+        .map(|i| i.is_some_and(informed))
+        .collect();
     let border_start = layout.border_start();
     let indices: Vec<usize> = layout
         .u_index
@@ -128,21 +160,24 @@ fn random_effect_log_det(problem: &SpeciesProblem, state: &SpeciesState, sigma: 
         .flat_map(|u| u.iter().flatten().map(|&i| i - border_start))
         .collect();
     let (k, m) = (indices.len(), layout.border);
-    if k == 0 {
-        return 0.0;
-    }
-    let mut block: Vec<f64> = Vec::with_capacity(k * k);
-    for &a in &indices {
-        for &b in &indices {
-            block.push(hessian.border_block[a * m + b]);
+    let random_effect_log_det = if k == 0 {
+        0.0
+    } else {
+        let mut block = BorderedMatrix::new(vec![], k);
+        for (a, &ia) in indices.iter().enumerate() {
+            for (b, &ib) in indices.iter().enumerate() {
+                block.border_block[a * k + b] = hessian.border_block[ia * m + ib];
+            }
         }
+        block
+            .factor(&vec![0.0; k])
+            .map_or(f64::NAN, |factor| factor.log_det())
+    };
+    FinalCurvature {
+        random_effect_log_det,
+        curve_informed,
+        rho_informed,
     }
-    let matrix = super::linalg::BorderedMatrix::new(vec![], k);
-    let mut matrix = matrix;
-    matrix.border_block = block;
-    matrix
-        .factor(&vec![0.0; k])
-        .map_or(f64::NAN, |factor| factor.log_det())
 }
 
 /// Counts estimates at a bound (see [`SpeciesFit::on_bound`]).
@@ -314,9 +349,10 @@ pub(crate) fn fit_species(
     };
     let bounds = bounds_for(&problem);
     let log_sigma: f64 = sigma.iter().filter(|&&s| s > 0.0).map(|s| s.ln()).sum();
+    let curvature = final_curvature(&problem, &state, sigma);
     let negative_log_likelihood = outcome.value
         + problem.layout.animals as f64 * log_sigma
-        + 0.5 * random_effect_log_det(&problem, &state, sigma);
+        + 0.5 * curvature.random_effect_log_det;
     let converged =
         outcome.converged && (!estimate_variances || updates < settings.max_variance_updates);
     let stop = if converged {
@@ -332,6 +368,8 @@ pub(crate) fn fit_species(
     Ok(SpeciesFit {
         species,
         on_bound: count_on_bound(&problem, &state, &bounds),
+        curve_informed: curvature.curve_informed,
+        rho_informed: curvature.rho_informed,
         state,
         sigma,
         objective: outcome.value,
@@ -379,17 +417,10 @@ pub(crate) fn reported_parameters(
         let s = fit.species;
         for c in 0..shape.contexts {
             let degree = model.structure().degree(c, s);
-            let problem_values: Vec<Option<CurveValues>> = (0..treatments)
+            let axis = super::curve::Axis::for_bins(shape.bins);
+            let curve_values: Vec<CurveValues> = (0..treatments)
                 .map(|t| {
-                    let curve = c * treatments + t;
-                    let estimable = model_curve_estimable(model, c, t);
-                    estimable.then(|| {
-                        CurveValues::from_theta(
-                            &fit.state.theta[curve],
-                            degree,
-                            super::curve::Axis::for_bins(shape.bins),
-                        )
-                    })
+                    CurveValues::from_theta(&fit.state.theta[c * treatments + t], degree, axis)
                 })
                 .collect();
             for component in Component::ALL {
@@ -399,9 +430,12 @@ pub(crate) fn reported_parameters(
                         Component::Slope => values.slopes[k],
                         Component::Point => values.points[k],
                     };
-                    let per_treatment: Vec<Option<f64>> = problem_values
-                        .iter()
-                        .map(|v| v.as_ref().map(value_of))
+                    let position = component.position(degree, k);
+                    let per_treatment: Vec<Option<f64>> = (0..treatments)
+                        .map(|t| {
+                            let informed = fit.curve_informed[c * treatments + t][position];
+                            informed.then(|| value_of(&curve_values[t]))
+                        })
                         .collect();
                     for i in 0..treatments {
                         let mut beta = 0.0;
@@ -419,7 +453,11 @@ pub(crate) fn reported_parameters(
                 }
             }
             if let Some(index) = layout.dispersion_index(c, s) {
-                out[index] = fit.state.rho[c].exp();
+                out[index] = if fit.rho_informed[c] {
+                    fit.state.rho[c].exp()
+                } else {
+                    f64::NAN
+                };
             }
         }
         for (r, u) in fit.state.u.iter().enumerate() {
@@ -445,18 +483,6 @@ pub(crate) fn warp_slot(kind: WarpKind) -> usize {
         WarpKind::Rate => super::curve::U_RATE,
         WarpKind::Slope => super::curve::U_SLOPE,
     }
-}
-
-/// Whether a (context, treatment) curve has an observed row in any animal.
-fn model_curve_estimable(model: &CountModel, context: usize, treatment: usize) -> bool {
-    let table = model.table();
-    let shape = table.shape();
-    (0..shape.ran_levels).any(|r| {
-        let first = table.block_key(r, context, treatment);
-        table.observed()[first..first + shape.bins]
-            .iter()
-            .any(|&o| o)
-    })
 }
 
 #[cfg(test)]
@@ -542,5 +568,34 @@ mod tests {
             assert_eq!(reported[sd], fits[s].sigma[2]);
         }
         assert!(reported.iter().all(|v| v.is_finite()));
+    }
+
+    #[test]
+    fn a_gene_never_seen_has_rate_zero_and_uninformed_transitions() {
+        let spec = Simulation {
+            silent_species: vec![1],
+            ..Simulation::default()
+        };
+        let (model, _) = simulate(&spec, 2);
+        let fit = fit_species(&model, 1, None, None, &CountFitSettings::default()).unwrap();
+        assert!(fit.converged, "{fit:?}");
+        let degree = spec.degrees[1];
+        for (theta, informed) in fit.state.theta.iter().zip(&fit.curve_informed) {
+            assert!(theta[..=degree].iter().all(|&r| r == 0.0), "{theta:?}");
+            assert!(informed[..=degree].iter().all(|&i| i));
+            assert!(informed[degree + 1..].iter().all(|&i| !i));
+        }
+        let reported = reported_parameters(&model, &[fit]).unwrap();
+        let layout = CountLayout::new(model.design(), model.structure()).unwrap();
+        let effect = layout
+            .original
+            .beta_index(Component::Rate, 0, 1, 0, 1)
+            .unwrap();
+        assert_eq!(reported[effect], 0.0);
+        let slope = layout
+            .original
+            .beta_index(Component::Slope, 0, 1, 0, 1)
+            .unwrap();
+        assert!(reported[slope].is_nan());
     }
 }

@@ -124,7 +124,7 @@ impl SpeciesLayout {
 }
 
 /// Every value of a species' fit, estimable or not.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct SpeciesState {
     /// θ per curve (c·T + t).
     pub theta: Vec<Vec<f64>>,

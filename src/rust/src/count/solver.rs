@@ -18,8 +18,14 @@
 use super::linalg::{BorderedFactor, BorderedMatrix};
 use super::objective::{Sigma, SpeciesProblem, SpeciesState};
 
+/// A coordinate with less curvature and slope than these is not informed by
+/// the data (the objective is a sum of log-likelihoods, so an informed
+/// coordinate has curvature of order one per observation).
+pub(crate) const FLAT_CURVATURE: f64 = 1e-10;
+pub(crate) const FLAT_SLOPE: f64 = 1e-8;
+
 /// Settings of [`newton`].
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct NewtonSettings {
     pub max_iterations: usize,
     pub gradient_tolerance: f64,
@@ -55,7 +61,7 @@ impl Bounds {
         x.iter()
             .zip(gradient)
             .zip(self.lower.iter().zip(&self.upper))
-            .map(|((&v, &g), (&lo, &hi))| (v <= lo && g > 0.0) || (v >= hi && g < 0.0))
+            .map(|((&v, &g), (&lo, &hi))| (v <= lo && g >= 0.0) || (v >= hi && g <= 0.0))
             .collect()
     }
 
@@ -174,12 +180,12 @@ pub(crate) fn newton(
     let mut hessian = problem.hessian_shape();
     let mut lambda = 0.0_f64;
     let mut evaluations = 0;
-    let mut outcome = |value,
-                       iterations,
-                       evaluations,
-                       converged,
-                       stop: Option<String>,
-                       evidence: Option<Evidence>| {
+    let outcome = |value,
+                   iterations,
+                   evaluations,
+                   converged,
+                   stop: Option<String>,
+                   evidence: Option<Evidence>| {
         let (scaled_gradient, decrement, inverse_diagonal, log_det, border_inverse) = match evidence
         {
             Some(e) => (
@@ -218,7 +224,14 @@ pub(crate) fn newton(
                 None,
             );
         }
-        let pinned = bounds.pinned(&x, &gradient);
+        let mut pinned = bounds.pinned(&x, &gradient);
+        // A coordinate the data do not inform (no curvature, no slope: e.g.
+        // the transition of a curve whose rates are all 0) is held where it is.
+        for (i, p) in pinned.iter_mut().enumerate() {
+            if hessian.diagonal(i).abs() <= FLAT_CURVATURE && gradient[i].abs() <= FLAT_SLOPE {
+                *p = true;
+            }
+        }
         for (i, &p) in pinned.iter().enumerate() {
             if p {
                 pin(&mut hessian, i);

@@ -23,6 +23,8 @@ pub(crate) struct Simulation {
     pub dispersion: f64,
     /// Fraction of cell keys left unmeasured.
     pub missing: f64,
+    /// Species whose every count is 0 (measured, never seen).
+    pub silent_species: Vec<usize>,
 }
 
 impl Default for Simulation {
@@ -38,6 +40,7 @@ impl Default for Simulation {
             sigma: [0.1, 0.08, 0.15],
             dispersion: 0.1,
             missing: 0.05,
+            silent_species: Vec::new(),
         }
     }
 }
@@ -141,7 +144,12 @@ pub(crate) fn simulate(spec: &Simulation, seed: u64) -> (CountModel, Truth) {
                         for _ in 0..spec.cells_per_key {
                             let shape = 1.0 / spec.dispersion;
                             let lambda = mean * gamma(&mut rng, shape) / shape;
-                            count.push(rng.poisson(lambda));
+                            let draw = rng.poisson(lambda);
+                            count.push(if spec.silent_species.contains(&s) {
+                                0.0
+                            } else {
+                                draw
+                            });
                             bin.push(b as i32);
                             context.push(c);
                             species.push(s);
