@@ -384,7 +384,7 @@ pub(crate) fn fit_species(
 }
 
 /// W⁻¹, so that β = W⁻¹ v for per-treatment values v.
-fn inverse_weights(model: &CountModel) -> Result<Vec<f64>, String> {
+pub(crate) fn inverse_weights(model: &CountModel) -> Result<Vec<f64>, String> {
     let design = model.design();
     let t = design.treatment_count();
     let lu = FullPivotLu::new(design.weights(), t)?;

@@ -14,6 +14,7 @@
 //! - [`solver`]: damped Newton for one species at fixed variances;
 //! - [`fit`]: starting values, the variance updates, the whole fit.
 
+pub(crate) mod covariance;
 pub(crate) mod curve;
 pub(crate) mod family;
 pub(crate) mod fit;

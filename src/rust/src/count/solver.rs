@@ -97,7 +97,7 @@ pub(crate) struct NewtonOutcome {
 }
 
 /// Fixes coordinate `index`: its row and column become those of the identity.
-fn pin(hessian: &mut BorderedMatrix, index: usize) {
+pub(crate) fn pin(hessian: &mut BorderedMatrix, index: usize) {
     let border_offset = hessian.border_offset();
     let m = hessian.border_size();
     if index >= border_offset {

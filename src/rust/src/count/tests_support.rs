@@ -25,6 +25,9 @@ pub(crate) struct Simulation {
     pub missing: f64,
     /// Species whose every count is 0 (measured, never seen).
     pub silent_species: Vec<usize>,
+    /// When set, the counts are drawn from this seed after the truth is
+    /// drawn from the main one: one truth, fresh counts.
+    pub count_seed: Option<u64>,
 }
 
 impl Default for Simulation {
@@ -41,6 +44,7 @@ impl Default for Simulation {
             dispersion: 0.1,
             missing: 0.05,
             silent_species: Vec::new(),
+            count_seed: None,
         }
     }
 }
@@ -124,6 +128,9 @@ pub(crate) fn simulate(spec: &Simulation, seed: u64) -> (CountModel, Truth) {
         })
         .collect();
 
+    if let Some(count_seed) = spec.count_seed {
+        rng = SplitMix(count_seed);
+    }
     let (mut count, mut bin, mut context, mut species, mut ran, mut treatment) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
     for r in 0..spec.animals {
