@@ -7,8 +7,8 @@
 //! each block is dense. Coordinates held at a bound or not informed by the
 //! data have no variance: every value that depends on them gets NaN.
 
-use super::curve::{curve_len, Axis, CurveValues, SLOPE_MAX};
-use super::fit::{bounds_for, SpeciesFit};
+use super::curve::{curve_len, Axis, SLOPE_MAX};
+use super::fit::{bounds_for, data_informed, CountFitSettings, SpeciesFit};
 use super::layout::CountLayout;
 use super::objective::SpeciesProblem;
 use super::CountModel;
@@ -54,11 +54,12 @@ fn value_jacobian(theta: &[f64], degree: usize, axis: Axis) -> Vec<f64> {
 pub(crate) fn covariance(
     model: &CountModel,
     fits: &[SpeciesFit],
+    settings: &CountFitSettings,
 ) -> Result<Vec<Option<SpeciesCovariance>>, String> {
     let layout = CountLayout::new(model.design(), model.structure())?;
     let inverse_weights = super::fit::inverse_weights(model)?;
     fits.iter()
-        .map(|fit| species_covariance(model, &layout, &inverse_weights, fit))
+        .map(|fit| species_covariance(model, &layout, &inverse_weights, fit, settings))
         .collect()
 }
 
@@ -67,9 +68,12 @@ fn species_covariance(
     layout: &CountLayout,
     inverse_weights: &[f64],
     fit: &SpeciesFit,
+    settings: &CountFitSettings,
 ) -> Result<Option<SpeciesCovariance>, String> {
     let s = fit.species;
-    let problem = SpeciesProblem::new(model, s, fit.sigma.map(|v| v > 0.0));
+    let free = fit.sigma.map(|v| v > 0.0);
+    let problem = SpeciesProblem::new(model, s, free).with_slope_prior(settings.slope_prior_sd);
+    let informed = data_informed(&SpeciesProblem::new(model, s, free), &fit.state, fit.sigma);
     let species_layout = &problem.layout;
     let n = species_layout.len;
     let mut gradient = vec![0.0; n];
@@ -81,9 +85,7 @@ fn species_covariance(
     let mut fixed = vec![false; n];
     for i in 0..n {
         let at_bound = x[i] <= bounds.lower[i] || x[i] >= bounds.upper[i];
-        let flat = hessian.diagonal(i).abs() <= super::solver::FLAT_CURVATURE
-            && gradient[i].abs() <= super::solver::FLAT_SLOPE;
-        if at_bound || flat {
+        if at_bound || !informed[i] {
             fixed[i] = true;
             super::solver::pin(&mut hessian, i);
         }
@@ -184,7 +186,8 @@ fn species_covariance(
 
 #[cfg(test)]
 mod tests {
-    use super::super::fit::{fit_species, CountFitSettings};
+    use super::super::curve::CurveValues;
+    use super::super::fit::fit_species;
     use super::super::tests_support::{simulate, Simulation};
     use super::*;
 
@@ -249,7 +252,10 @@ mod tests {
                 .beta_index(Component::Rate, 0, 0, 0, 1)
                 .unwrap();
             let reported = super::super::fit::reported_parameters(&model, &[fit.clone()]).unwrap();
-            let cov = covariance(&model, &[fit]).unwrap().remove(0).unwrap();
+            let cov = covariance(&model, &[fit], &settings)
+                .unwrap()
+                .remove(0)
+                .unwrap();
             let at = cov.indices.iter().position(|&i| i == effect).unwrap();
             estimates.push(reported[effect]);
             variances.push(cov.matrix[at * cov.indices.len() + at]);

@@ -189,16 +189,15 @@ impl WarpedCurve {
             (3 * d + 1 + U_POINT, 3 * d + 1 + U_RATE, 3 * d + 1 + U_SLOPE);
         self.jacobian.fill(0.0);
         self.curvature.clear();
-        let mut push =
-            |curvature: &mut Vec<Curvature>, i: usize, a: usize, b: usize, second: f64| {
-                let (a, b) = if a <= b { (a, b) } else { (b, a) };
-                curvature.push(Curvature {
-                    value_index: i,
-                    a,
-                    b,
-                    second,
-                });
-            };
+        let push = |curvature: &mut Vec<Curvature>, i: usize, a: usize, b: usize, second: f64| {
+            let (a, b) = if a <= b { (a, b) } else { (b, a) };
+            curvature.push(Curvature {
+                value_index: i,
+                a,
+                b,
+                second,
+            });
+        };
 
         // Rates: R'_k = θR_k · e^{u_rate}
         let scale = u[U_RATE].exp();

@@ -15,6 +15,10 @@ use crate::model::{Component, WarpKind};
 use crate::structure::init::FullPivotLu;
 use crate::structure::DetectedStructure;
 
+/// Default SD of the slopes' prior on the logit scale: slopes from 0.02 to
+/// 7 per bin lie within two SDs of its centre (1 per bin).
+pub(crate) const SLOPE_PRIOR_SD: f64 = 2.0;
+
 /// Variances start here.
 pub(crate) const SIGMA_START: f64 = 0.1;
 
@@ -42,6 +46,9 @@ pub(crate) struct CountFitSettings {
     /// Fixed standard deviations (point, rate, slope) instead of estimates.
     pub fixed_sigma: Option<Sigma>,
     pub rise_threshold_factor: f64,
+    /// SD of the slopes' prior on the logit scale (0: none); see
+    /// [`SpeciesProblem::with_slope_prior`].
+    pub slope_prior_sd: f64,
 }
 
 impl Default for CountFitSettings {
@@ -52,6 +59,7 @@ impl Default for CountFitSettings {
             variance_tolerance: 1e-4,
             fixed_sigma: None,
             rise_threshold_factor: 0.8,
+            slope_prior_sd: SLOPE_PRIOR_SD,
         }
     }
 }
@@ -131,14 +139,34 @@ struct FinalCurvature {
     rho_informed: Vec<bool>,
 }
 
-fn final_curvature(problem: &SpeciesProblem, state: &SpeciesState, sigma: Sigma) -> FinalCurvature {
+/// Which of a species' free coordinates the data inform at `state`: those
+/// with curvature or slope in the likelihood itself (`problem` must carry
+/// no slope prior, which would inform every slope).
+pub(crate) fn data_informed(
+    problem: &SpeciesProblem,
+    state: &SpeciesState,
+    sigma: Sigma,
+) -> Vec<bool> {
+    let mut gradient = vec![0.0; problem.layout.len];
+    let mut hessian = problem.hessian_shape();
+    problem.evaluate(state, sigma, &mut gradient, &mut hessian);
+    (0..problem.layout.len)
+        .map(|i| !(hessian.diagonal(i).abs() <= FLAT_CURVATURE && gradient[i].abs() <= FLAT_SLOPE))
+        .collect()
+}
+
+fn final_curvature(
+    problem: &SpeciesProblem,
+    data_only: &SpeciesProblem,
+    state: &SpeciesState,
+    sigma: Sigma,
+) -> FinalCurvature {
     let layout = &problem.layout;
     let mut gradient = vec![0.0; layout.len];
     let mut hessian = problem.hessian_shape();
     problem.evaluate(state, sigma, &mut gradient, &mut hessian);
-    let informed = |i: usize| {
-        !(hessian.diagonal(i).abs() <= FLAT_CURVATURE && gradient[i].abs() <= FLAT_SLOPE)
-    };
+    let informed_flags = data_informed(data_only, state, sigma);
+    let informed = |i: usize| informed_flags[i];
     let curve_informed = layout
         .curve_offsets
         .iter()
@@ -292,7 +320,11 @@ pub(crate) fn fit_species(
         (None, Some((_, sigma))) => sigma,
         (None, None) => [SIGMA_START; 3],
     };
-    let mut problem = SpeciesProblem::new(model, species, free_warps_of(sigma));
+    let problem_for = |sigma: Sigma| {
+        SpeciesProblem::new(model, species, free_warps_of(sigma))
+            .with_slope_prior(settings.slope_prior_sd)
+    };
+    let mut problem = problem_for(sigma);
     let mut state = match start {
         Some((state, _)) => state.clone(),
         None => starting_state_with(&problem, detected, settings.rise_threshold_factor)?,
@@ -343,14 +375,15 @@ pub(crate) fn fit_species(
                     }
                 }
             }
-            problem = SpeciesProblem::new(model, species, free_warps_of(sigma));
+            problem = problem_for(sigma);
             secant = VarianceSecant::default();
         }
     };
     let bounds = bounds_for(&problem);
     let log_sigma: f64 = sigma.iter().filter(|&&s| s > 0.0).map(|s| s.ln()).sum();
-    let curvature = final_curvature(&problem, &state, sigma);
-    let negative_log_likelihood = outcome.value
+    let data_only = SpeciesProblem::new(model, species, free_warps_of(sigma));
+    let curvature = final_curvature(&problem, &data_only, &state, sigma);
+    let negative_log_likelihood = outcome.value - problem.slope_penalty(&state)
         + problem.layout.animals as f64 * log_sigma
         + 0.5 * curvature.random_effect_log_det;
     let converged =

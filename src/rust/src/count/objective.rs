@@ -190,6 +190,14 @@ pub(crate) struct SpeciesProblem<'m> {
     ln_gamma_count: Vec<f64>,
     /// Per (animal, context, treatment) block: whether it has an observed row.
     active_blocks: Vec<bool>,
+    /// Standard deviation of the slopes' normal prior on the logit scale
+    /// (`None`: no prior).
+    slope_prior_sd: Option<f64>,
+}
+
+/// Centre of the slopes' prior: a slope of 1 per bin, logit(1/S_MAX).
+pub(crate) fn slope_prior_centre() -> f64 {
+    (1.0 / (super::curve::SLOPE_MAX - 1.0)).ln()
 }
 
 /// Scratch space of one evaluation, sized for the largest degree.
@@ -255,7 +263,38 @@ impl<'m> SpeciesProblem<'m> {
             axis: Axis::for_bins(bins),
             ln_gamma_count,
             active_blocks,
+            slope_prior_sd: None,
         }
+    }
+
+    /// Adds a normal prior with this standard deviation to every estimated
+    /// transition slope on its logit scale, centred at a slope of 1 per bin
+    /// (0 or a non-finite value: no prior). It keeps weakly identified slopes
+    /// (a small rate change, few counts) from running to S_MAX.
+    pub fn with_slope_prior(mut self, sd: f64) -> Self {
+        self.slope_prior_sd = (sd.is_finite() && sd > 0.0).then_some(sd);
+        self
+    }
+
+    /// The slope prior's contribution to J at `state` (0 without a prior).
+    pub fn slope_penalty(&self, state: &SpeciesState) -> f64 {
+        let Some(sd) = self.slope_prior_sd else {
+            return 0.0;
+        };
+        let centre = slope_prior_centre();
+        let layout = &self.layout;
+        let mut total = 0.0;
+        for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+            if offset.is_none() {
+                continue;
+            }
+            let degree = layout.degrees[curve / layout.treatments];
+            for k in 0..degree {
+                let z = (state.theta[curve][degree + 1 + k] - centre) / sd;
+                total += 0.5 * z * z;
+            }
+        }
+        total
     }
 
     pub fn model(&self) -> &'m CountModel {
@@ -397,6 +436,26 @@ impl<'m> SpeciesProblem<'m> {
                         hessian,
                         border_start,
                     );
+                }
+            }
+        }
+        // The slopes' prior.
+        if let Some(sd) = self.slope_prior_sd {
+            let centre = slope_prior_centre();
+            let precision = 1.0 / (sd * sd);
+            for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+                let Some(offset) = *offset else { continue };
+                let degree = layout.degrees[curve / layout.treatments];
+                for k in 0..degree {
+                    let i = degree + 1 + k;
+                    let deviation = state.theta[curve][i] - centre;
+                    total += 0.5 * precision * deviation * deviation;
+                    if let Some((gradient, hessian)) = derivatives.as_mut() {
+                        gradient[offset + i] += precision * deviation;
+                        let block = hessian_block_of(layout, curve);
+                        let m = curve_len(degree);
+                        hessian.blocks[block][i * m + i] += precision;
+                    }
                 }
             }
         }
