@@ -14,6 +14,7 @@ pub mod faults;
 pub mod fit;
 pub mod model;
 pub mod pipeline;
+pub(crate) mod sampling;
 pub mod selftest;
 pub mod streams;
 pub mod structure;

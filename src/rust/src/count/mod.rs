@@ -22,6 +22,7 @@ pub(crate) mod layout;
 pub(crate) mod linalg;
 pub(crate) mod objective;
 pub(crate) mod pipeline;
+pub(crate) mod resample;
 pub(crate) mod solver;
 pub(crate) mod start;
 pub(crate) mod table;

@@ -5,6 +5,7 @@ use super::curve::{Axis, BinDerivatives, WarpedCurve};
 use super::family::rate;
 use super::fit::{fit_species, reported_parameters, CountFitSettings, SpeciesFit};
 use super::layout::{CountLayout, CountRole};
+use super::resample::{redraw, Resampling};
 use super::CountModel;
 use crate::streams::TaskStream;
 use crate::structure::DetectedStructure;
@@ -135,11 +136,12 @@ pub(crate) fn resampling_stream(replicate: usize) -> u64 {
     2 * replicate as u64
 }
 
-/// Replicate `replicate` of the bootstrap seeded with `seed`: every row's
-/// tokens redrawn from its own pool, the structure kept, the fit started
-/// from the full-data estimate.
+/// Replicate `replicate` of the bootstrap seeded with `seed`: the data
+/// redrawn by `scheme`, the structure kept, the fit started from the
+/// full-data estimate.
 pub(crate) fn run_replicate(
     plan: &CountPlan,
+    scheme: Resampling,
     seed: u64,
     replicate: usize,
 ) -> Result<CountSummary, String> {
@@ -148,9 +150,7 @@ pub(crate) fn run_replicate(
     }
     let mut model = plan.model.clone();
     let mut stream = TaskStream::new(seed, resampling_stream(replicate));
-    model
-        .table_mut()
-        .resample_pools(|n| stream.below(n as u64) as usize);
+    redraw(&mut model, &plan.estimate, scheme, &mut stream);
     let estimate = fit_all(
         &model,
         Some(&plan.detected),
@@ -234,14 +234,14 @@ mod tests {
         let plan = plan(8);
         let full = summarise(&plan.model, &plan.estimate).unwrap();
         assert!(full.converged, "{full:?}");
-        let a = run_replicate(&plan, 42, 3).unwrap();
-        let b = run_replicate(&plan, 42, 3).unwrap();
-        let c = run_replicate(&plan, 42, 4).unwrap();
+        let a = run_replicate(&plan, Resampling::Cells, 42, 3).unwrap();
+        let b = run_replicate(&plan, Resampling::Cells, 42, 3).unwrap();
+        let c = run_replicate(&plan, Resampling::Cells, 42, 4).unwrap();
         assert_eq!(a, b);
         assert_ne!(a.parameters, c.parameters);
         assert_ne!(a.parameters, full.parameters);
         assert!(a.converged && c.converged);
-        assert!(run_replicate(&plan, 42, 0).is_err());
+        assert!(run_replicate(&plan, Resampling::Cells, 42, 0).is_err());
     }
 
     #[test]
@@ -251,8 +251,8 @@ mod tests {
         let (back, _): (CountPlan, usize) =
             bincode::serde::decode_from_slice(&bytes, bincode::config::standard()).unwrap();
         assert_eq!(
-            run_replicate(&back, 1, 2).unwrap(),
-            run_replicate(&plan, 1, 2).unwrap()
+            run_replicate(&back, Resampling::Animals, 1, 2).unwrap(),
+            run_replicate(&plan, Resampling::Animals, 1, 2).unwrap()
         );
     }
 

@@ -259,6 +259,48 @@ impl CountTable {
         &self.count[species * keys..(species + 1) * keys]
     }
 
+    /// Counts of one species, to be replaced (parametric bootstrap).
+    pub fn counts_mut(&mut self, species: usize) -> &mut [f64] {
+        let keys = self.key_count();
+        &mut self.count[species * keys..(species + 1) * keys]
+    }
+
+    /// Fills animal slot r with the data of animal `mapping[r]` of `source`
+    /// (a table of the same shape): its observed keys, counts, exposures and
+    /// token pools, for every species.
+    pub fn copy_animals(&mut self, source: &CountTable, mapping: &[usize]) {
+        let shape = self.shape;
+        let per_animal = shape.contexts * shape.treatments * shape.bins;
+        let keys = self.key_count();
+        let mut pool_starts = vec![0usize; self.pool_starts.len()];
+        let mut pool_tokens = Vec::with_capacity(self.pool_tokens.len());
+        for s in 0..shape.species {
+            for (slot, &animal) in mapping.iter().enumerate() {
+                for offset in 0..per_animal {
+                    let (to, from) = (slot * per_animal + offset, animal * per_animal + offset);
+                    if s == 0 {
+                        self.observed[to] = source.observed[from];
+                    }
+                    let (row_to, row_from) = (s * keys + to, s * keys + from);
+                    self.count[row_to] = source.count[row_from];
+                    self.exposure[row_to] = source.exposure[row_from];
+                    pool_tokens.extend_from_slice(
+                        &source.pool_tokens
+                            [source.pool_starts[row_from]..source.pool_starts[row_from + 1]],
+                    );
+                    pool_starts[row_to + 1] = pool_tokens.len();
+                }
+            }
+        }
+        // Rows were written in key order within each species, so the starts
+        // are already cumulative; make the empty rows' starts carry over.
+        for row in 1..pool_starts.len() {
+            pool_starts[row] = pool_starts[row].max(pool_starts[row - 1]);
+        }
+        self.pool_starts = pool_starts;
+        self.pool_tokens = pool_tokens;
+    }
+
     /// Exposures of one species over all keys.
     pub fn exposures(&self, species: usize) -> &[f64] {
         let keys = self.key_count();
