@@ -587,7 +587,8 @@ curve_table <- function(population, units, animals, contexts, genes) {
   unit <- rep(seq_len(n_units), each = length(contexts) * length(genes))
   context <- rep(rep(seq_along(contexts), each = length(genes)), times = n_units)
   gene <- rep(seq_along(genes), times = n_units * length(contexts))
-  degree <- population$degrees[cbind(context, gene)]
+  # by name: the model sorts labels as strings ("context10" before "context2")
+  degree <- population$degrees[cbind(contexts[context], genes[gene])]
   top <- max(degree)
   rate <- matrix(0, n, top + 1)
   slope <- matrix(1, n, top)

@@ -147,6 +147,28 @@ test_that("the true log rates are the reference model's population and animal cu
   }
 })
 
+test_that("labels that sort out of numeric order keep their own degrees and curves", {
+  degrees <- outer(1:11, 1:10, function(i, j) as.integer((i + j) %% 3))
+  counts <- wisp_simulate(n.contexts = 11, n.genes = 10, n.random = 2, n.bins = 20,
+                          cells.per.bin = 1, degrees = degrees, seed = 17)
+  truth <- attr(counts, "truth")
+  expect_identical(unname(truth$degrees), degrees)
+  transitions <- stats::aggregate(block ~ context + species,
+                                  data = truth$curves[truth$curves$component == "tpoint", ],
+                                  FUN = function(b) length(unique(b)))
+  expected <- degrees[cbind(match(transitions$context, rownames(truth$degrees)),
+                            match(transitions$species, colnames(truth$degrees)))]
+  expect_identical(transitions$block, expected)
+  expect_identical(nrow(transitions), sum(degrees > 0))
+  set.seed(171)
+  rates <- truth$rates
+  for (i in sample(nrow(rates), 40)) {
+    row <- rates[i, ]
+    expect_equal(row$log.rate, reference_count_psi(row$bin, reference_animal_curve(truth, row)),
+                 tolerance = 1e-12)
+  }
+})
+
 test_that("summed counts match the true rates: standardised residuals have mean 0 and SD 1", {
   counts <- wisp_simulate(design = nested_design(2), n.genes = 3, n.bins = 30,
                           dispersion = matrix(c(0, 0.1, 0.5), 1), seed = 8)
