@@ -1,0 +1,50 @@
+test_that("bootstrap p-values are never 0 and count both tails", {
+  expect_equal(wispack:::bootstrap_p_value(rep(1, 99)), 2 / 100)
+  expect_equal(wispack:::bootstrap_p_value(c(-1, 1, 2, 3)), 2 * 2 / 5)
+  # Replicates exactly 0 count on both sides: an effect fixed at 0 is never significant.
+  expect_equal(wispack:::bootstrap_p_value(rep(0, 50)), 1)
+  expect_true(is.na(wispack:::bootstrap_p_value(c(NA, NA))))
+})
+
+test_that("the bootstrap p-value is below alpha exactly when the interval excludes 0", {
+  set.seed(42)
+  for (n in c(19, 39, 99, 100, 199, 250)) {
+    for (alpha in c(0.05, 0.1, 0.2)) {
+      for (shift in c(-3, -1.9, -0.5, 0, 0.4, 1.7, 2.2, 4)) {
+        x <- stats::rnorm(n, shift)
+        if (shift == 0) x[1:5] <- 0 # ties at 0
+        p <- wispack:::bootstrap_p_value(x)
+        ci <- wispack:::bootstrap_interval(x, alpha)
+        excludes <- ci[1] > 0 || ci[2] < 0
+        expect_identical(p < alpha, excludes, info = sprintf("n %d alpha %g shift %g", n, alpha, shift))
+      }
+    }
+  }
+})
+
+test_that("bootstrap intervals are order statistics at the matching rank", {
+  x <- c(5, 1, 4, 2, 3, 9, 8, 7, 6, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19)
+  # alpha (R + 1) / 2 = 0.2 * 20 / 2 = 2, so k = 1: the extremes.
+  expect_equal(wispack:::bootstrap_interval(x, 0.2), c(1, 19))
+  # 0.5 * 20 / 2 = 5 -> k = 4
+  expect_equal(wispack:::bootstrap_interval(x, 0.5), c(4, 16))
+  # Too few replicates for the level: no finite interval.
+  expect_equal(wispack:::bootstrap_interval(1:5, 0.05), c(-Inf, Inf))
+})
+
+test_that("Wald tests use t quantiles for finite df and agree with their intervals", {
+  out <- wispack:::wald_tests(c(2, -1, 0.5, NA), c(1, 0.4, 1, 1), c(Inf, 4, 10, Inf), 0.05)
+  expect_equal(out$p.value[1], 2 * stats::pnorm(-2))
+  expect_equal(out$p.value[2], 2 * stats::pt(-2.5, 4))
+  expect_equal(out$lower[2], -1 - stats::qt(0.975, 4) * 0.4)
+  expect_identical(out$p.value[1:3] < 0.05, out$lower[1:3] > 0 | out$upper[1:3] < 0)
+  expect_true(is.na(out$p.value[4]))
+})
+
+test_that("Holm's resolution says when a bootstrap is too small to reject", {
+  r <- wispack:::bootstrap_resolution(199, 20, 0.05)
+  expect_equal(r$smallest, 0.01)
+  expect_false(r$holm_can_reject) # 20 * 0.01 = 0.2 >= 0.05
+  expect_true(wispack:::bootstrap_resolution(999, 20, 0.05)$holm_can_reject)
+  expect_equal(wispack:::bootstrap_resolution(10, 20, 0.05)$needed, 799)
+})
