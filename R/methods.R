@@ -372,7 +372,7 @@ residuals.wisp <- function(object, type = c("response", "log"), ...) {
 predict.wisp <- function(object, newdata = NULL, type = c("link", "response"), ...) {
   check_wisp_fit(object, call = sys.call())
   type <- match_choice(type, "type", c("link", "response"))
-  model <- model_from_bytes(object$model, object$settings)
+  model <- model_from_bytes(object$plan, object$settings)
   pred_log <- model_predict(model, object$fitted.parameters)
   if (!is.null(newdata)) {
     at <- match_prediction_rows(object, model$summed, newdata)

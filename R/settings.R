@@ -1,12 +1,27 @@
 # Settings lists of wisp(): defaults and validation (spec section 7.1).
 
+# The model's rules from the Rust core (src/rust/src/rules.rs): defaults of
+# the settings it uses, limits, reserved names. Asked once per session.
+model_rules <- local({
+  rules <- NULL
+  function() {
+    if (is.null(rules)) rules <<- model_rules_rust()
+    rules
+  }
+})
+
+# Defaults of model.settings: the core's, plus the ones only R uses
+# (LRO_cost, trtKO, max_bin), in the documented order.
 wisp_default_model_settings <- function() {
+  core <- model_rules()$defaults
   list(
-    buffer_factor = 0.05, ctol = 1e-6, max_penalty_at_distance_factor = 0.01,
-    LRO_cost = "AIC", LROcutoff = 2.0, LROwindow_factor = 1.25,
-    rise_threshold_factor = 0.8, max_evals = 1000L, rng_seed = 42L,
-    warp_precision = 1e-7, round_none = TRUE, trtKO = "none", max_bin = 0,
-    LRO_method = "improved"
+    buffer_factor = core$buffer_factor, ctol = core$ctol,
+    max_penalty_at_distance_factor = core$max_penalty_at_distance_factor,
+    LRO_cost = "AIC", LROcutoff = core$LROcutoff, LROwindow_factor = core$LROwindow_factor,
+    rise_threshold_factor = core$rise_threshold_factor,
+    max_evals = as.integer(core$max_evals), rng_seed = as.integer(core$rng_seed),
+    warp_precision = core$warp_precision, round_none = core$round_none, trtKO = "none",
+    max_bin = 0, LRO_method = core$LRO_method
   )
 }
 
@@ -51,9 +66,10 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
       fail(name, " must be one positive number, not ", describe_value(value), ".")
     }
   }
-  if (settings$buffer_factor >= 0.5) {
-    fail("buffer_factor must be below 0.5 (the buffer is a fraction of the bins), not ",
-         settings$buffer_factor, ".")
+  limits <- model_rules()$limits
+  if (settings$buffer_factor >= limits$buffer_factor) {
+    fail("buffer_factor must be below ", limits$buffer_factor, " (the buffer is a fraction of ",
+         "the bins), not ", settings$buffer_factor, ".")
   }
   for (name in c("ctol", "max_penalty_at_distance_factor", "rise_threshold_factor", "warp_precision")) {
     if (settings[[name]] > 1) {
@@ -61,11 +77,16 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
                       settings[[name]]), call. = FALSE)
     }
   }
-  if (settings$max_evals != round(settings$max_evals)) fail("max_evals must be a whole number.")
+  if (settings$max_evals != round(settings$max_evals) ||
+      settings$max_evals > .Machine$integer.max) {
+    fail("max_evals must be a whole number up to ", .Machine$integer.max, ".")
+  }
   settings$max_evals <- as.integer(settings$max_evals)
   seed <- settings$rng_seed
-  if (!is.numeric(seed) || length(seed) != 1L || is.na(seed) || seed != round(seed)) {
-    fail("rng_seed must be one whole number, not ", describe_value(seed), ".")
+  if (!is.numeric(seed) || length(seed) != 1L || is.na(seed) || !is.finite(seed) ||
+      seed != round(seed) || abs(seed) > .Machine$integer.max) {
+    fail("rng_seed must be one whole number between -", .Machine$integer.max, " and ",
+         .Machine$integer.max, ", not ", describe_value(seed), ".")
   }
   settings$rng_seed <- as.integer(seed)
   if (!is.logical(settings$round_none) || length(settings$round_none) != 1L || is.na(settings$round_none)) {
@@ -85,10 +106,10 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
   }
   max_bin <- settings$max_bin
   if (!is.numeric(max_bin) || length(max_bin) != 1L || is.na(max_bin) || max_bin < 0 ||
-      max_bin != round(max_bin)) {
-    fail("max_bin must be 0 (use the largest bin) or a positive whole number.")
+      max_bin != round(max_bin) || max_bin > limits$max_bins) {
+    fail("max_bin must be 0 (use the largest bin) or a positive whole number up to ",
+         format(limits$max_bins, big.mark = ","), ".")
   }
-  settings$inf_warp <- settings$warp_precision / .Machine$double.eps
   settings
 }
 

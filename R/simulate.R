@@ -59,6 +59,12 @@ wisp_simulate <- function(n.contexts = 1L, n.genes = 3L, n.random = 3L,
       !(is.character(time.series) && length(time.series) == 1L && time.series %in% names(fixed.effects))) {
     stop_input("`time.series` must be NULL or the name of one of `fixed.effects`.")
   }
+  tokens <- n.contexts * n.genes * n.random * n.bins * cells.per.bin *
+    prod(lengths(fixed.effects))
+  if (tokens > 5e7) {
+    stop_input("these arguments simulate ", format(tokens, big.mark = ",", scientific = FALSE),
+               " tokens; at most 50,000,000 are supported.")
+  }
 
   with_seed(seed, {
     contexts <- sprintf("context%d", seq_len(n.contexts))
