@@ -31,11 +31,16 @@ wisp_default_mcmc_settings <- function() {
 }
 
 wisp_default_plot_settings <- function() {
-  list(print.plots = TRUE, dim.bounds = c(), log.scale = FALSE, splitting_factor = c(),
+  list(print.plots = FALSE, dim.bounds = c(), log.scale = FALSE, splitting_factor = c(),
        CI_style = TRUE, splitting_factor_colors = c(120, 240), label_size = 5.5,
        title_size = 20, axis_size = 12, legend_size = 10, count_size = 1.5,
        count_jitter = 0.5, count.alpha.ran = 0.25, count.alpha.none = 0.25,
        pred.alpha.ran = 0.9, pred.alpha.none = 1.0)
+}
+
+# Whether a setting has its default value (1L and 1 are the same).
+same_value <- function(value, default) {
+  identical(value, default) || isTRUE(all.equal(value, default, check.attributes = FALSE))
 }
 
 check_settings_names <- function(settings, defaults, what, call) {
@@ -113,7 +118,8 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
   settings
 }
 
-#' Validated MCMC settings: MCMC is not offered; the bootstrap is the route
+#' Validated MCMC settings: MCMC is not offered; the bootstrap is the route.
+#' Only the defaults are accepted (steps and burn-in 0).
 #' @keywords internal
 #' @noRd
 wisp_mcmc_settings <- function(settings = list(), call = sys.call(-1)) {
@@ -131,6 +137,14 @@ wisp_mcmc_settings <- function(settings = list(), call = sys.call(-1)) {
                "documentation advises against them). Use the bootstrap instead: ",
                "wisp(..., bootstraps.num = 1000).", call = call)
   }
+  # Without MCMC the other settings have no effect: only their defaults are accepted.
+  changed <- Filter(function(name) !same_value(settings[[name]], defaults[[name]]),
+                    setdiff(names(defaults), c("MCMC.steps", "MCMC.burnin")))
+  if (length(changed)) {
+    stop_input("MCMC.settings$", changed[1], " has no effect: MCMC is not offered by this ",
+               "wispack; leave it out and use the bootstrap: wisp(..., bootstraps.num = 1000).",
+               call = call)
+  }
   settings
 }
 
@@ -140,5 +154,36 @@ wisp_mcmc_settings <- function(settings = list(), call = sys.call(-1)) {
 wisp_plot_settings <- function(settings = list(), call = sys.call(-1)) {
   defaults <- wisp_default_plot_settings()
   check_settings_names(settings, defaults, "plot.settings", call)
+  # The original's names that these plots do not use: accepted at their
+  # defaults, for calls written for the original, and refused otherwise.
+  unused <- setdiff(names(defaults), c(names(plot_setting_ranges), "log.scale"))
+  for (name in intersect(names(settings), unused)) {
+    if (!same_value(settings[[name]], defaults[[name]])) {
+      stop_input("plot.settings$", name, " has no effect in this wispack",
+                 if (name == "print.plots") " (wisp() prints no plots: call plot(fit))",
+                 "; leave it out. The plots use ",
+                 paste(c("log.scale", names(plot_setting_ranges)), collapse = ", "), ".",
+                 call = call)
+    }
+  }
+  for (name in intersect(names(settings), names(plot_setting_ranges))) {
+    range <- plot_setting_ranges[[name]]
+    value <- settings[[name]]
+    if (!is.numeric(value) || length(value) != 1L || is.na(value) || value < range[1] ||
+        value > range[2]) {
+      stop_input("plot.settings$", name, " must be one number between ", range[1], " and ",
+                 range[2], ", not ", describe_value(value), ".", call = call)
+    }
+  }
+  if ("log.scale" %in% names(settings)) {
+    check_flag(settings$log.scale, "plot.settings$log.scale", call = call)
+  }
   utils::modifyList(defaults, settings)
 }
+
+# The numeric plot settings the plots use, with their valid ranges.
+plot_setting_ranges <- list(
+  title_size = c(1, 100), axis_size = c(1, 100), legend_size = c(1, 100),
+  count_size = c(0, 20), count_jitter = c(0, 10), count.alpha.ran = c(0, 1),
+  pred.alpha.ran = c(0, 1), pred.alpha.none = c(0, 1)
+)

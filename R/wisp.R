@@ -31,9 +31,17 @@
 #'   bootstrap.
 #' @param verbose Print progress messages.
 #' @param model.settings Named list of model settings; see Details.
-#' @param MCMC.settings Accepted for compatibility; asking for MCMC steps is
-#'   an error that points to the bootstrap.
-#' @param plot.settings Named list of plot settings (for the plots).
+#' @param MCMC.settings Accepted for compatibility, at the original's
+#'   defaults only (MCMC is not offered): asking for MCMC steps, or any other
+#'   value of an MCMC setting, is an error that points to the bootstrap.
+#' @param plot.settings Named list of settings of [plot.wisp()]: `log.scale`
+#'   (FALSE), `title_size` (20), `axis_size` (12), `legend_size` (10),
+#'   `count_size` (1.5), `count_jitter` (0.5), `count.alpha.ran` (0.25),
+#'   `pred.alpha.ran` (0.9), `pred.alpha.none` (1). The original's other
+#'   names (`print.plots`, `dim.bounds`, `splitting_factor`, `CI_style`,
+#'   `splitting_factor_colors`, `label_size`, `count.alpha.none`) have no
+#'   effect here: they are accepted at their defaults only, and any other
+#'   value is an error.
 #' @param ran.seed Seed of the bootstrap (`NULL`: drawn from R's random
 #'   number generator). R's own random stream is not changed.
 #'
