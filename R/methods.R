@@ -201,6 +201,8 @@ summary.wisp <- function(object, ...) {
 #' @param max.rows Most rows of the coefficient table to print.
 #' @export
 print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), max.rows = 50L, ...) {
+  check_whole_number(digits, "digits", lower = 1, upper = 22)
+  check_whole_number(max.rows, "max.rows", lower = 0, upper = Inf)
   cat("wisp fit summary\n")
   if (!is.null(x$call)) cat("Call: ", paste(deparse(x$call, width.cutoff = 70L), collapse = "\n      "),
                             "\n", sep = "")

@@ -86,9 +86,14 @@ test_that("the methods accept or refuse odd arguments with a classed error", {
     bad_grid <- grid
     if (length(value) <= 1 && !is.list(value)) bad_grid$bin[2] <- if (length(value)) value else NA
     for (call in list(quote(predict(fit, bad_grid)), quote(predict(fit, type = value)),
+                      quote(print(summary(fit), digits = value)),
+                      quote(print(summary(fit), max.rows = value)),
+                      quote(plot(fit, type = value)), quote(plot(fit, species = value)),
+                      quote(wisp_truth(fit, value)), quote(confint(fit, parm = value)),
                       quote(confint(fit, level = value)), quote(coef(fit, type = value)),
                       quote(fitted(fit, type = value)), quote(residuals(fit, type = value)))) {
-      result <- tryCatch(suppressWarnings(eval(call)), error = function(e) e)
+      result <- tryCatch(suppressWarnings(utils::capture.output(invisible(eval(call)))),
+                         error = function(e) e)
       if (inherits(result, "error")) {
         expect_s3_class(result, "wisp_input_error")
       }

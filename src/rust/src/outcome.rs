@@ -12,7 +12,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// How one fit ended. Every likelihood reports these fields.
+/// How one fit ended. Every likelihood reports these fields. A new field
+/// becomes a diagnostics column with one line in [`COLUMNS`] and one entry
+/// in R's `diagnostic_columns` (R/schema.R).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct FitSummary {
     /// The estimates, in the model's parameter order.
@@ -37,7 +39,8 @@ pub(crate) struct FitSummary {
     pub(crate) seconds: f64,
 }
 
-/// Where a fit ran and what it cost; `None` where it is not known.
+/// Where a fit ran and what it cost; `None` where it is not known. New
+/// fields become columns as for [`FitSummary`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct ProcessStats {
     /// Wall-clock seconds of the whole replicate (resampling, start, fit).

@@ -194,13 +194,21 @@ fn damaged_payloads_behind_a_valid_checksum_are_errors_or_valid_plans() {
     );
 }
 
-/// `fit$plan` of tests/testthat/fixtures/fit-v0.rds, saved by wispack 0.1.0.
+/// `fit$plan` of tests/testthat/fixtures/fit-v0.rds, saved by wispack 0.1.0
+/// (kept in hex beside it).
 fn plan_v0() -> Vec<u8> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/testthat/fixtures/fit-v0-plan.bin"
+        "/../../tests/testthat/fixtures/fit-v0-plan.hex"
     );
-    std::fs::read(path).unwrap()
+    let hex: String = std::fs::read_to_string(path)
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
 }
 
 #[test]
