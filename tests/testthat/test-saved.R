@@ -23,6 +23,23 @@ test_that("a fit saved by wispack 0.1.0 bootstraps and predicts exactly as it di
   expect_identical(coef(old), old$fitted.parameters)
 })
 
+test_that("refitting the fixture's data gives exactly what wispack 0.1.0 computed", {
+  old <- fixture_fit()
+  # The call of tests/testthat/fixtures/make-fit-v0.R.
+  counts <- wisp_simulate(n.genes = 1, n.random = 2, n.bins = 16, cells.per.bin = 2, seed = 5)
+  fit <- suppressWarnings(wisp(counts, bootstraps.num = 4, ran.seed = 7, verbose = FALSE,
+                               model.settings = list(LRO_cost = "none")))
+  for (field in c("fitted.parameters", "start", "count.data.summed", "stats", "change.points",
+                  "weight.matrix", "gamma.dispersion", "degrees", "parameters", "param.idx0",
+                  "settings", "treatment", "fix", "sample.params.bs", "diagnostics.bs")) {
+    expect_identical(fit[[field]], old[[field]], label = field)
+  }
+  expect_identical(fit$bootstrap$t, old$bootstrap$t)
+  shared <- names(old$fit.diagnostics)
+  expect_identical(fit$fit.diagnostics[setdiff(shared, "seconds")],
+                   old$fit.diagnostics[setdiff(shared, "seconds")])
+})
+
 test_that("a new fit keeps one plan, versioned, that round-trips through saveRDS", {
   fit <- small_fit()
   expect_null(fit[["model"]])
