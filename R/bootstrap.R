@@ -63,13 +63,21 @@
 #' signals an error of class `wisp_interrupted` whose `result` element is the
 #' `"wisp_bootstrap"` of the replicates finished so far (the others failed
 #' with reason "interrupted"); with a checkpoint, they are also on disk.
+#' A corrupted `fit` is an error of class `wisp_corrupt_error`, a failure of
+#' the machine (`fork()`, a pipe, the checkpoint file) one of class
+#' `wisp_system_error`: see [wisp_conditions].
 #' @return An object of class `"wisp_bootstrap"`: `t0` (the full-data
 #'   estimates), `t` (replicates x parameters, `NA` rows for failed
 #'   replicates, parameter names as column names), `R` (number of
-#'   replicates), `diagnostics` (one row per replicate: `ok, reason,
-#'   pen.neg.value, neg.loglik, converged, code, num.evals, seconds, pid,
-#'   peak_rss_mb, pss_mb, private_dirty_mb`; memory of the process that ran
-#'   the replicate), `seed`, `backend` and `call`.
+#'   replicates), `diagnostics` (one row per replicate: `ok`, `reason` (why
+#'   it failed), `pen.neg.value` (the minimised objective, nll + boundary
+#'   penalty), `neg.loglik`, `converged`, `code` (how the fit ended),
+#'   `num.evals` (objective evaluations), `iterations` (optimiser
+#'   iterations), `max.gradient` (largest absolute gradient of the objective
+#'   at the estimate), `on.bound` (estimates on a bound; 0 for this model),
+#'   `fit.seconds` (the optimisation), `seconds` (the whole replicate), and
+#'   `pid`, `peak_rss_mb`, `pss_mb`, `private_dirty_mb` of the process that
+#'   ran it), `seed`, `backend` and `call`.
 #' @export
 #' @examples
 #' counts <- wisp_simulate(n.genes = 1, n.bins = 40, seed = 3)
@@ -148,15 +156,12 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
   }
   if (isTRUE(rows$interrupted)) {
     finished <- sum(result$diagnostics$ok)
-    stop(structure(
-      class = c("wisp_interrupted", "error", "condition"),
-      list(message = paste0(
-        "wispack: interrupted; all child processes were killed. The ", finished,
-        " finished replicate", if (finished != 1) "s are" else " is",
-        " in this condition's `result`",
-        if (!is.null(checkpoint)) " and in the checkpoint" else "", "."),
-        call = NULL, result = result)
-    ))
+    stop(wisp_condition("interrupted", paste0(
+      "wispack: interrupted; all child processes were killed. The ", finished,
+      " finished replicate", if (finished != 1) "s are" else " is",
+      " in this condition's `result`",
+      if (!is.null(checkpoint)) " and in the checkpoint" else "", "."),
+      call = NULL, result = result))
   }
   result
 }
@@ -167,7 +172,7 @@ bootstrap_result <- function(fit, bootstraps.num, replicates, rows, done, seed, 
                              max.fork, call) {
   parameter_count <- length(fit$fitted.parameters)
   t <- matrix(NA_real_, bootstraps.num, parameter_count)
-  diagnostics <- empty_diagnostics(bootstraps.num)
+  diagnostics <- new_diagnostics(n = bootstraps.num)
   if (length(done$replicates)) {
     t[done$replicates, ] <- done$estimates
     diagnostics[done$replicates, ] <- done$diagnostics
@@ -183,43 +188,55 @@ bootstrap_result <- function(fit, bootstraps.num, replicates, rows, done, seed, 
             class = "wisp_bootstrap")
 }
 
-empty_diagnostics <- function(n) {
-  data.frame(ok = logical(n), reason = rep(NA_character_, n), pen.neg.value = rep(NA_real_, n),
-             neg.loglik = rep(NA_real_, n), converged = rep(NA, n), code = rep(NA_character_, n),
-             num.evals = rep(NA_integer_, n), seconds = rep(NA_real_, n),
-             pid = rep(NA_integer_, n), peak_rss_mb = rep(NA_real_, n),
-             pss_mb = rep(NA_real_, n), private_dirty_mb = rep(NA_real_, n),
-             stringsAsFactors = FALSE)
-}
-
 #' Run one bootstrap replicate in this process
 #'
 #' The per-replicate function behind every backend of [bs_batch()]; the
 #' benchmarks call it through `parallel::mclapply()` to compare strategies.
 #' @param replicate Replicate number (from 1).
-#' @param plan The fit's serialised bootstrap plan (`fit$plan`).
+#' @param plan The fit's saved plan (`fit$plan`).
 #' @param seed The bootstrap seed.
 #' @param trim.memory Call `malloc_trim(0)` after the fit.
-#' @return A list: `ok`, `reason`, `fit` (parameters, penalized_nll, nll,
-#'   code, converged, evaluations, seconds) and `process` (seconds, pid,
-#'   peak_rss_mb, pss_mb, private_dirty_mb of this process).
+#' @param checkpoint `NULL`, or a checkpoint from `checkpoint_start()` that
+#'   the replicate is appended to.
+#' @return A list: `outcome`, the replicate's record as bytes (the columns of
+#'   `diagnostics` and the estimates; [replicate_table()] turns a list of
+#'   them into a table), and `checkpointed`, whether it was appended to the
+#'   checkpoint.
 #' @keywords internal
-bootstrap_replicate <- function(replicate, plan, seed, trim.memory = FALSE) {
-  bootstrap_replicate_rust(plan, as.double(seed), as.integer(replicate), isTRUE(trim.memory))
+bootstrap_replicate <- function(replicate, plan, seed, trim.memory = FALSE, checkpoint = NULL) {
+  bootstrap_replicate_rust(plan, as.double(seed), as.integer(replicate), isTRUE(trim.memory),
+                           if (is.null(checkpoint)) "" else checkpoint$path,
+                           if (is.null(checkpoint)) "" else checkpoint$key)
 }
 
-# With a `checkpoint` (from checkpoint_start()), the row is appended to it
-# here, in whatever process runs the replicate; `checkpointed` says whether
-# that worked.
+#' Diagnostics and estimates of replicate outcomes
+#'
+#' @param outcomes A list of `outcome`s from [bootstrap_replicate()].
+#' @param parameter_count Number of parameters of the fit.
+#' @return A list: `diagnostics` (a data.frame with the columns of
+#'   [bs_batch()]'s diagnostics, one row per outcome) and `estimates` (an
+#'   outcomes x parameters matrix, `NA` rows for failed replicates).
+#' @keywords internal
+replicate_table <- function(outcomes, parameter_count) {
+  table <- outcome_table_rust(outcomes, as.integer(parameter_count))
+  list(diagnostics = new_diagnostics(table$diagnostics),
+       estimates = matrix(table$estimates, nrow = length(outcomes), ncol = parameter_count,
+                          byrow = TRUE))
+}
+
+# A replicate that failed in R (an error, or a worker that died) as an outcome.
+failed_outcome <- function(replicate, reason) {
+  outcome_failure_rust(as.integer(replicate), reason)
+}
+
+# bootstrap_replicate() whose errors become failed replicates.
 run_replicate_safely <- function(replicate, plan, seed, trim.memory = FALSE, checkpoint = NULL) {
-  row <- tryCatch(bootstrap_replicate(replicate, plan, seed, trim.memory),
-                  error = function(e) list(ok = FALSE, reason = paste("error:", conditionMessage(e))))
-  if (!is.null(checkpoint)) row$checkpointed <- try_checkpoint_append(checkpoint, replicate, row)
-  row
+  tryCatch(bootstrap_replicate(replicate, plan, seed, trim.memory, checkpoint),
+           error = function(e) {
+             list(outcome = failed_outcome(replicate, paste("error:", conditionMessage(e))),
+                  checkpointed = FALSE)
+           })
 }
-
-diagnostic_columns <- c("ok", "reason", "pen.neg.value", "neg.loglik", "converged", "code",
-                        "num.evals", "seconds", "pid", "peak_rss_mb", "pss_mb", "private_dirty_mb")
 
 # Replicate rows from the in-process backends; an element that is not a
 # replicate result (e.g. a worker that died under mclapply) is a failure.
@@ -227,83 +244,44 @@ diagnostic_columns <- c("ok", "reason", "pen.neg.value", "neg.loglik", "converge
 # `always_append`, every row) are appended here.
 collect_replicates <- function(results, notify, parameter_count, checkpoint = NULL,
                                replicates = NULL, always_append = FALSE) {
-  n <- length(results)
-  estimates <- matrix(NA_real_, n, parameter_count)
-  diagnostics <- empty_diagnostics(n)
   checkpoint_error <- NULL
-  for (i in seq_len(n)) {
+  outcomes <- lapply(seq_along(results), function(i) {
     r <- results[[i]]
-    if (!is.null(checkpoint) && (always_append || !is.list(r) || !isTRUE(r$checkpointed))) {
-      written <- tryCatch(checkpoint_append_row(checkpoint, replicates[i], r),
-                          error = function(e) conditionMessage(e))
-      if (!isTRUE(written) && is.null(checkpoint_error)) checkpoint_error <- written
-    }
-    if (!is.list(r) || is.null(r$ok)) {
-      diagnostics$reason[i] <- if (inherits(r, "try-error")) {
-        paste("error:", trimws(as.character(r)))
-      } else {
-        "no result"
-      }
-      next
-    }
-    diagnostics$ok[i] <- isTRUE(r$ok)
-    if (!is.null(r$process)) {
-      for (column in c("seconds", "pid", "peak_rss_mb", "pss_mb", "private_dirty_mb")) {
-        value <- r$process[[column]]
-        if (!is.null(value)) diagnostics[[column]][i] <- value
-      }
-    }
-    if (isTRUE(r$ok)) {
-      f <- r$fit
-      estimates[i, ] <- f$parameters
-      diagnostics$pen.neg.value[i] <- f$penalized_nll
-      diagnostics$neg.loglik[i] <- f$nll
-      diagnostics$converged[i] <- f$converged
-      diagnostics$code[i] <- f$code
-      diagnostics$num.evals[i] <- f$evaluations
+    if (is.list(r) && is.raw(r$outcome)) return(r$outcome)
+    failed_outcome(replicates[i], if (inherits(r, "try-error")) {
+      paste("error:", trimws(as.character(r)))
     } else {
-      diagnostics$reason[i] <- if (is.null(r$reason)) "no result" else r$reason
+      "no result"
+    })
+  })
+  if (!is.null(checkpoint)) {
+    for (i in seq_along(results)) {
+      r <- results[[i]]
+      if (always_append || !is.list(r) || !isTRUE(r$checkpointed)) {
+        written <- tryCatch(checkpoint_append(checkpoint, outcomes[[i]]),
+                            error = function(e) conditionMessage(e))
+        if (!isTRUE(written) && is.null(checkpoint_error)) checkpoint_error <- written
+      }
     }
   }
-  if (!is.null(notify)) for (i in seq_len(n)) notify()
-  list(estimates = estimates, diagnostics = diagnostics, checkpoint_error = checkpoint_error)
+  if (!is.null(notify)) for (i in seq_along(results)) notify()
+  c(replicate_table(outcomes, parameter_count), list(checkpoint_error = checkpoint_error))
 }
 
 fork_replicates <- function(plan, seed, replicates, workers, tasks_per_child, schedule,
                             timeout, memory_limit, trim_memory, notify, checkpoint = NULL) {
-  out <- run_engine(bootstrap_fork_rust(
+  out <- bootstrap_fork_rust(
     plan, as.double(seed), as.integer(replicates), as.integer(workers),
     as.integer(tasks_per_child), schedule, as.double(timeout),
     if (is.null(memory_limit)) NA_real_ else as.double(memory_limit),
-    trim_memory, function(replicate, ok) notify(), injected_faults(),
-    if (is.null(checkpoint)) "" else checkpoint$path
-  ))
-  records <- out$records
-  fits <- out$fits
-  diagnostics <- data.frame(
-    ok = records$ok, reason = records$reason, pen.neg.value = fits$pen.neg.value,
-    neg.loglik = fits$neg.loglik, converged = fits$converged, code = fits$code,
-    num.evals = fits$num.evals, seconds = records$seconds, pid = records$pid,
-    peak_rss_mb = records$peak_rss_mb, pss_mb = records$pss_mb,
-    private_dirty_mb = records$private_dirty_mb, stringsAsFactors = FALSE
+    trim_memory, function(replicate, ok) notify(),
+    if (is.null(checkpoint)) "" else checkpoint$path,
+    if (is.null(checkpoint)) "" else checkpoint$key
   )
-  if (isTRUE(out$interrupted)) {
-    unfinished <- !diagnostics$ok & diagnostics$pid %in% 0L
-    diagnostics$reason[unfinished] <- "interrupted"
-    diagnostics$pid[unfinished] <- NA_integer_
-  }
   estimates <- matrix(out$estimates, nrow = length(replicates), ncol = out$parameter_count,
                       byrow = TRUE)
-  list(estimates = estimates, diagnostics = diagnostics, interrupted = isTRUE(out$interrupted),
-       checkpoint_error = out$checkpoint_error)
-}
-
-# Test hook: options(wispack.inject_faults = list(kill = 2, hang = 5)) makes
-# those replicates misbehave in their forked child (kill, segfault, panic,
-# hang, allocate). Never set outside tests.
-injected_faults <- function() {
-  faults <- getOption("wispack.inject_faults", list())
-  lapply(faults, as.integer)
+  list(estimates = estimates, diagnostics = new_diagnostics(out$diagnostics),
+       interrupted = isTRUE(out$interrupted), checkpoint_error = out$checkpoint_error)
 }
 
 progress_notifier <- function(progress, steps) {
@@ -330,31 +308,23 @@ check_wisp_fit <- function(fit, call = sys.call(-1)) {
   invisible(fit)
 }
 
-# Checks that `fit` is an intact "wisp" object: its serialised plan decodes,
-# holds the same model as `fit$model`, and has the parameters of
-# `fit$fitted.parameters`. Returns the plan's parameter names and checkpoint
-# key.
+# Checks that `fit` is an intact "wisp" object: its saved plan decodes
+# (whatever format it was saved in) and has the parameters of
+# `fit$fitted.parameters`. Returns the plan's parameter names, its
+# checkpoint key and its format.
 wisp_fit_plan <- function(fit, call = sys.call(-1)) {
   if (!inherits(fit, "wisp")) {
     stop_input("`fit` must be a \"wisp\" object from wisp(), not ", class(fit)[1], ".", call = call)
   }
-  if (!is.list(fit) || !is.raw(fit$plan) || !is.raw(fit$model) ||
-      !is.numeric(fit$fitted.parameters)) {
-    stop_input("`fit` is missing its serialised model; was it modified? Refit with wisp().",
-               call = call)
+  if (!is.list(fit) || !is.raw(fit$plan) || !is.numeric(fit$fitted.parameters)) {
+    stop_corrupt("`fit` is missing its saved plan (the serialised model); was it modified? ",
+                 "Refit with wisp().", call = call)
   }
-  info <- tryCatch(bootstrap_plan_check_rust(fit$plan, fit$model), error = function(e) {
-    stop_input("`fit` is corrupted: its serialised model cannot be read (",
-               conditionMessage(e), "). Refit with wisp().", call = call)
-  })
-  if (!isTRUE(info$model_matches)) {
-    stop_input("`fit` is corrupted: its `plan` and `model` do not hold the same model. ",
-               "Refit with wisp().", call = call)
-  }
+  info <- with_context(plan_info_rust(fit$plan), "`fit` cannot be used: ", call = call)
   if (!identical(names(fit$fitted.parameters), info$parameter_names) ||
       anyNA(fit$fitted.parameters)) {
-    stop_input("`fit` is corrupted: `fitted.parameters` do not match its model's ",
-               length(info$parameter_names), " parameters. Refit with wisp().", call = call)
+    stop_corrupt("`fit` is corrupted: `fitted.parameters` do not match its model's ",
+                 length(info$parameter_names), " parameters. Refit with wisp().", call = call)
   }
   info
 }

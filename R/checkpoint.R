@@ -1,7 +1,8 @@
 # Resumable bootstraps: bs_batch(..., checkpoint = path).
 #
 # The checkpoint is an append-only file of checksummed frames, one per
-# finished replicate (src/rust/src/checkpoint.rs). Every backend appends each
+# finished replicate, each holding the replicate's outcome record
+# (src/rust/src/checkpoint.rs, src/rust/src/outcome.rs). Every backend appends each
 # replicate's outcome as it becomes known and fsyncs it: the fork engine's
 # parent, the serial loop, and the workers of mclapply and future (the
 # parent appends what a worker could not). A rerun with the same path keeps
@@ -36,9 +37,8 @@ check_checkpoint_path <- function(checkpoint, call = sys.call(-1)) {
 # replicates (estimates and diagnostics) among 1..bootstraps.num.
 checkpoint_start <- function(path, key, seed, bootstraps.num, parameter_count,
                              call = sys.call(-1)) {
-  contents <- tryCatch(checkpoint_open_rust(path), error = function(e) {
-    stop_input("cannot use `checkpoint`: ", conditionMessage(e), call = call)
-  })
+  contents <- with_context(checkpoint_open_rust(path), "cannot use `checkpoint`: ",
+                           call = call)
   damaged <- length(contents$damage_offset)
   if (damaged) {
     warning(structure(
@@ -70,7 +70,7 @@ checkpoint_start <- function(path, key, seed, bootstraps.num, parameter_count,
                  "it, or use a new path.", call = call)
     }
   }
-  keep <- which(contents$ok & contents$replicate <= bootstraps.num)
+  keep <- which(contents$diagnostics$ok & contents$replicate <= bootstraps.num)
   # The last successful frame of a replicate wins (all of them are equal).
   keep <- keep[!duplicated(contents$replicate[keep], fromLast = TRUE)]
   replicates <- contents$replicate[keep]
@@ -83,34 +83,17 @@ checkpoint_start <- function(path, key, seed, bootstraps.num, parameter_count,
     }
     estimates[i, ] <- values
   }
-  diagnostics <- as.data.frame(contents[diagnostic_columns], stringsAsFactors = FALSE)
-  diagnostics <- diagnostics[keep, , drop = FALSE]
+  diagnostics <- new_diagnostics(contents$diagnostics)[keep, , drop = FALSE]
   rownames(diagnostics) <- NULL
   list(path = path, key = key, seed = seed,
        done = list(replicates = replicates, estimates = estimates, diagnostics = diagnostics))
 }
 
-# Appends one replicate row (as returned by bootstrap_replicate()) durably.
-checkpoint_append_row <- function(checkpoint, replicate, row) {
-  value <- function(x) if (is.null(x) || length(x) != 1L) NA_real_ else as.double(x)
-  ok <- is.list(row) && isTRUE(row$ok)
-  fit <- if (ok) row$fit else list()
-  process <- if (is.list(row) && is.list(row$process)) row$process else list()
-  reason <- if (ok) "" else if (is.list(row) && is.character(row$reason)) row$reason[1] else "no result"
-  checkpoint_append_rust(
-    checkpoint$path, checkpoint$key, as.double(checkpoint$seed), as.integer(replicate), ok,
-    reason, if (ok) as.double(fit$parameters) else double(),
-    c(value(fit$penalized_nll), value(fit$nll), value(fit$evaluations)),
-    if (ok) as.character(fit$code) else "", ok && isTRUE(fit$converged),
-    c(value(process$seconds), value(process$pid), value(process$peak_rss_mb),
-      value(process$pss_mb), value(process$private_dirty_mb))
-  )
+# Appends one replicate's outcome (bytes from bootstrap_replicate() or
+# failed_outcome()) durably; TRUE when it was written.
+checkpoint_append <- function(checkpoint, outcome) {
+  checkpoint_append_rust(checkpoint$path, checkpoint$key, as.double(checkpoint$seed), outcome)
   invisible(TRUE)
-}
-
-# Appends a row, reporting (not raising) a failure; TRUE when it was written.
-try_checkpoint_append <- function(checkpoint, replicate, row) {
-  isTRUE(tryCatch(checkpoint_append_row(checkpoint, replicate, row), error = function(e) FALSE))
 }
 
 checkpoint_write_warning <- function(path, message, call = sys.call(-1)) {

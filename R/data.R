@@ -105,6 +105,7 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
     fail("column '", bin_column, "' (bin) has ", length(rows), " value(s) above ",
          "model.settings$max_bin = ", max_bin, " (rows ", row_list(rows), ").")
   }
+  max_bins <- model_rules()$limits$max_bins
   if (max(bin) > max_bins) {
     rows <- which(bin > max_bins)
     fail("column '", bin_column, "' (bin) has ", length(rows), " value(s) above ", max_bins,
@@ -127,9 +128,10 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
     }
     tokens[[role]] <- as.character(tokens[[role]])
   }
-  if (any(tokens$ran == "none")) {
-    fail("column '", source_of("ran"), "' (ran) has a level named \"none\", which is reserved ",
-         "for the population-level curve; rename it.")
+  population <- model_rules()$population_level
+  if (any(tokens$ran == population)) {
+    fail("column '", source_of("ran"), "' (ran) has a level named \"", population, "\", which ",
+         "is reserved for the population-level curve; rename it.")
   }
   for (f in fixed_effects) {
     values <- tokens[[f]]
@@ -165,11 +167,10 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
 }
 
 # Counts above `large_count` draw a warning; above `max_exact_count` doubles
-# no longer hold every whole number, so they are refused. Bins above
-# `max_bins` are refused (the summed table has a row per bin).
+# no longer hold every whole number, so they are refused. (Bins above the
+# core's `max_bins` are refused too: the summed table has a row per bin.)
 large_count <- 1e7
 max_exact_count <- 2^53
-max_bins <- 1e5
 
 # Strings in UTF-8; strings that are not valid in their declared encoding
 # are an input error.
@@ -183,9 +184,10 @@ as_utf8 <- function(x, what, fail) {
   x
 }
 
-# Distinct levels must stay distinct in every name the model builds from
-# them: level labels (as strings), treatment names (non-reference levels
-# joined with ":") and parameter names (labels joined with "_").
+# Distinct values of a fixed effect must stay distinct as the strings the
+# model receives, and the treatments must be few enough to enumerate. (The
+# names built from labels, of treatments and parameters, are checked by the
+# Rust core when it builds the design: R/model.R, src/rust/src/model/design.rs.)
 check_label_collisions <- function(tokens, fixed_effects, fail) {
   for (f in fixed_effects) {
     values <- tokens[[f]]
@@ -196,49 +198,11 @@ check_label_collisions <- function(tokens, fixed_effects, fail) {
            labels[anyDuplicated(labels)], "); round them or make them strings.")
     }
   }
-  levels <- lapply(fixed_effects, function(f) sorted_levels(tokens[[f]]))
-  names(levels) <- fixed_effects
-  count <- prod(vapply(levels, length, 1))
-  if (count > 4096) {
+  count <- prod(vapply(fixed_effects, function(f) length(unique(tokens[[f]])), 1))
+  limit <- model_rules()$limits$max_treatments
+  if (count > limit) {
     fail("the fixed effects define ", format(count, big.mark = ","), " treatments (level ",
-         "combinations); at most 4096 are supported.")
-  }
-  treatments <- "ref"
-  for (size in seq_along(levels)) {
-    for (subset in utils::combn(length(levels), size, simplify = FALSE)) {
-      grid <- expand.grid(lapply(levels[subset], function(l) l[-1]), stringsAsFactors = FALSE,
-                          KEEP.OUT.ATTRS = FALSE)
-      treatments <- c(treatments, do.call(paste, c(unname(as.list(grid)), sep = ":")))
-    }
-  }
-  if (anyDuplicated(treatments)) {
-    fail("fixed-effect levels collide: the treatment name \"",
-         treatments[anyDuplicated(treatments)], "\" stands for two different level ",
-         "combinations (treatment names join levels with \":\"); rename levels that contain ",
-         "\":\" or are named \"ref\".")
-  }
-  contexts <- sorted_levels(tokens$context)
-  species <- sorted_levels(tokens$species)
-  ran <- sorted_levels(tokens$ran)
-  components <- c("Rt", "tslope", "tpoint")
-  # Components hold no "_", so the names of one kind are unique exactly when
-  # these label combinations are (the beta check is skipped for designs too
-  # large to enumerate cheaply).
-  names_of <- list(
-    baseline = outer(outer(contexts, components, paste, sep = "_"), species, paste, sep = "_"),
-    warp = outer(ran, species, paste, sep = "_X_")
-  )
-  if (length(contexts) * length(species) * length(treatments) <= 2e6) {
-    names_of$beta <- outer(outer(contexts, species, paste, sep = "_"), treatments[-1], paste,
-                           sep = "_")
-  }
-  for (kind in names(names_of)) {
-    built <- as.vector(names_of[[kind]])
-    if (anyDuplicated(built)) {
-      fail("context, gene (species), random-level or treatment labels collide: two ",
-           "parameters would both be named after \"", built[anyDuplicated(built)], "\" ",
-           "(parameter names join labels with \"_\"); rename labels that contain \"_\".")
-    }
+         "combinations); at most ", format(limit, big.mark = ","), " are supported.")
   }
   invisible()
 }

@@ -5,6 +5,10 @@
 #' use it to check the engine's guarantees: results independent of the worker
 #' layout, per-task failure reasons, timeouts, memory limits and clean-up.
 #'
+#' It is a test hook: it exists only in builds with the test hooks
+#' (`WISPACK_TEST_HOOKS=true R CMD INSTALL .`, as `tools/test.sh` does);
+#' elsewhere it is an error.
+#'
 #' Task `i` (numbered from 1) sleeps `sleep` seconds, allocates and touches
 #' `alloc_mb` MB (`alloc_mb[i]` when it has one value per task), and returns `payload` doubles drawn from its own random
 #' stream, determined by `seed` and `i` alone. Tasks listed in `crash` kill
@@ -35,7 +39,9 @@
 #'   wrote the result (`NA` for a task whose child died).
 #' @keywords internal
 #' @examples
-#' wispack:::engine_selftest(4, workers = 2, payload = 10, crash = 3)
+#' if (wispack:::test_hooks_enabled()) {
+#'   wispack:::engine_selftest(4, workers = 2, payload = 10, crash = 3)
+#' }
 engine_selftest <- function(n_tasks, workers = 1L, tasks_per_child = 1L,
                             schedule = "rolling", payload = 0L, sleep = 0,
                             crash = integer(), hang = integer(), alloc_mb = 0,
@@ -57,12 +63,12 @@ engine_selftest <- function(n_tasks, workers = 1L, tasks_per_child = 1L,
   check_number(memory_limit_mb, "memory_limit_mb", lower = 1, upper = 1e9, allow_na = TRUE)
   check_whole_number(seed, "seed", lower = -.Machine$integer.max)
 
-  columns <- run_engine(engine_selftest_rust(
+  columns <- engine_selftest_rust(
     as.integer(n_tasks), as.integer(workers), as.integer(tasks_per_child), schedule,
     as.integer(payload), as.double(sleep), as.integer(crash), as.integer(hang),
     as.double(alloc_mb), as.double(timeout), as.double(memory_limit_mb),
-    as.double(seed), 0L
-  ))
+    as.double(seed)
+  )
   keep <- c("task", "ok", "reason", "checksum", "pid", "seconds",
             "peak_rss_mb", "pss_mb", "private_dirty_mb")
   as.data.frame(columns[keep], stringsAsFactors = FALSE)
@@ -78,25 +84,10 @@ match_schedule <- function(schedule, call = sys.call(-1)) {
 }
 
 check_timeout <- function(timeout, call = sys.call(-1)) {
-  if (!is.numeric(timeout) || length(timeout) != 1L || is.na(timeout) || timeout <= 0) {
-    stop_input("`timeout` must be a positive number of seconds (Inf for no limit), not ",
-               describe_value(timeout), ".", call = call)
+  if (!is.numeric(timeout) || length(timeout) != 1L || is.na(timeout) || timeout <= 0 ||
+      (is.finite(timeout) && timeout > 1e9)) {
+    stop_input("`timeout` must be a positive number of seconds up to 1e9 (Inf for no limit), ",
+               "not ", describe_value(timeout), ".", call = call)
   }
   invisible(timeout)
-}
-
-# Evaluates a call into the Rust engine; an interrupt there (Ctrl-C, after
-# every child was killed and reaped) becomes an error of class
-# `wisp_interrupted`.
-run_engine <- function(expr) {
-  tryCatch(expr, error = function(e) {
-    message <- conditionMessage(e)
-    if (startsWith(message, "interrupted")) {
-      stop(structure(
-        class = c("wisp_interrupted", "error", "condition"),
-        list(message = paste("wispack:", message), call = NULL)
-      ))
-    }
-    stop(e)
-  })
 }

@@ -5,28 +5,20 @@
 #' @useDynLib wispack, .registration = TRUE
 NULL
 
-#' Run synthetic tasks on the fork engine (backend of `engine_selftest()`).
-#' @keywords internal
-#' @noRd
-engine_selftest_rust <- function(n_tasks, workers, tasks_per_child, schedule, payload, sleep, crash, hang, alloc_mb, timeout, memory_limit_mb, seed, retries) rust_result(.Call(wrap__engine_selftest_rust, n_tasks, workers, tasks_per_child, schedule, payload, sleep, crash, hang, alloc_mb, timeout, memory_limit_mb, seed, retries))
-
-#' Build a model from coded token columns and return its bytes.
+#' Build a model from coded token columns and return its saved state.
 #' Levels are coded from 0; `factor_codes` holds one column per factor,
-#' column-major; `time_series` is the 0-based factor index or -1.
+#' column-major; `time_series` is the 0-based factor index or -1;
+#' `degrees` holds one degree per (context, species), context-major.
 #' @keywords internal
 #' @noRd
 model_build_rust <- function(count, bin, context, species, ran, factor_codes, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, degrees, warp_precision, buffer_factor, max_penalty_at_distance_factor, round_none) rust_result(.Call(wrap__model_build_rust, count, bin, context, species, ran, factor_codes, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, degrees, warp_precision, buffer_factor, max_penalty_at_distance_factor, round_none))
 
-#' Describe a model: parameters, treatments, weights, summed table, dispersion.
+#' Describe the model of a saved model or plan: parameters, treatments,
+#' weights, curves, summed table. Every row comes with its labels, so R
+#' never relies on the order of the core's arrays.
 #' @keywords internal
 #' @noRd
 model_describe_rust <- function(bytes) rust_result(.Call(wrap__model_describe_rust, bytes))
-
-#' Objective value, parts, gradient and boundary distances at `x`, with the
-#' barrier anchored at `start`.
-#' @keywords internal
-#' @noRd
-model_objective_rust <- function(bytes, x, start) rust_result(.Call(wrap__model_objective_rust, bytes, x, start))
 
 #' Predicted log rates (`pred.log`) for every summed row.
 #' @keywords internal
@@ -39,26 +31,57 @@ model_predict_rust <- function(bytes, x) rust_result(.Call(wrap__model_predict_r
 #' @noRd
 model_is_feasible_rust <- function(bytes, x) rust_result(.Call(wrap__model_is_feasible_rust, bytes, x))
 
-#' Fit a model (with its structure) from a given start.
+#' Per summed row, quantiles of the predicted log rate over parameter
+#' samples (`samples`: one parameter vector after another).
 #' @keywords internal
 #' @noRd
-model_fit_rust <- function(bytes, start, ctol, max_evals) rust_result(.Call(wrap__model_fit_rust, bytes, start, ctol, max_evals))
+model_prediction_bands_rust <- function(bytes, samples, probabilities) rust_result(.Call(wrap__model_prediction_bands_rust, bytes, samples, probabilities))
 
-#' Seconds per value-and-gradient evaluation, timed inside Rust over `repeats` calls.
+#' The model's rules: defaults of the model settings, limits, reserved names.
+#' @keywords internal
+#' @noRd
+model_rules_rust <- function() rust_result(.Call(wrap__model_rules_rust))
+
+#' Objective value, parts, gradient and boundary distances at `x`, with the
+#' barrier anchored at `start` (test hook).
+#' @keywords internal
+#' @noRd
+model_objective_rust <- function(bytes, x, start) rust_result(.Call(wrap__model_objective_rust, bytes, x, start))
+
+#' Seconds per value-and-gradient evaluation, timed inside Rust over
+#' `repeats` calls (benchmark hook).
 #' @keywords internal
 #' @noRd
 model_time_evaluation_rust <- function(bytes, x, repeats) rust_result(.Call(wrap__model_time_evaluation_rust, bytes, x, repeats))
 
-#' Detect the structure of a model's data, then fit it.
+#' Recomputes the checksum of a saved state whose payload a test changed
+#' (test hook).
 #' @keywords internal
 #' @noRd
-wisp_fit_rust <- function(bytes, window, cutoff, method, buffer_factor, ctol, max_evals, seed) rust_result(.Call(wrap__wisp_fit_rust, bytes, window, cutoff, method, buffer_factor, ctol, max_evals, seed))
+saved_reseal_rust <- function(bytes) rust_result(.Call(wrap__saved_reseal_rust, bytes))
+
+#' Detect the structure of a model's data, then fit it. Returns the fit's
+#' saved plan, its diagnostics row, start and change points.
+#' @keywords internal
+#' @noRd
+wisp_fit_rust <- function(bytes, window, cutoff, method, ctol, max_evals, rise_threshold_factor, seed) rust_result(.Call(wrap__wisp_fit_rust, bytes, window, cutoff, method, ctol, max_evals, rise_threshold_factor, seed))
 
 #' The LRO grid search: every (window factor, cutoff) pair detected, each
 #' distinct structure fitted once in a forked child.
 #' @keywords internal
 #' @noRd
-wisp_grid_search_rust <- function(bytes, method, buffer_factor, ctol, max_evals, seed, workers) rust_result(.Call(wrap__wisp_grid_search_rust, bytes, method, buffer_factor, ctol, max_evals, seed, workers))
+wisp_grid_search_rust <- function(bytes, method, ctol, max_evals, rise_threshold_factor, seed, workers) rust_result(.Call(wrap__wisp_grid_search_rust, bytes, method, ctol, max_evals, rise_threshold_factor, seed, workers))
+
+#' Fit a model (with its structure) from a given start (benchmark hook).
+#' @keywords internal
+#' @noRd
+model_fit_rust <- function(bytes, start, ctol, max_evals) rust_result(.Call(wrap__model_fit_rust, bytes, start, ctol, max_evals))
+
+#' Decodes a fit's saved plan (checking it); returns its parameter names,
+#' its checkpoint key and the format it was saved in (0: wispack 0.1.0).
+#' @keywords internal
+#' @noRd
+plan_info_rust <- function(plan) rust_result(.Call(wrap__plan_info_rust, plan))
 
 #' Bootstrap replicates on the fork engine. With a non-empty `checkpoint`
 #' path (a file prepared by `checkpoint_open_rust`), the parent appends every
@@ -66,38 +89,58 @@ wisp_grid_search_rust <- function(bytes, method, buffer_factor, ctol, max_evals,
 #' replicates finished so far with `interrupted = TRUE`.
 #' @keywords internal
 #' @noRd
-bootstrap_fork_rust <- function(plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, faults, checkpoint) rust_result(.Call(wrap__bootstrap_fork_rust, plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, faults, checkpoint))
+bootstrap_fork_rust <- function(plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, checkpoint, key) rust_result(.Call(wrap__bootstrap_fork_rust, plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, checkpoint, key))
 
-#' One bootstrap replicate in this process (serial, mclapply and future paths).
+#' One bootstrap replicate in this process (serial, mclapply and future
+#' paths): its outcome as bytes, appended to `checkpoint` when one is given
+#' (`checkpointed` says whether that worked).
 #' @keywords internal
 #' @noRd
-bootstrap_replicate_rust <- function(plan, seed, replicate, trim_memory) rust_result(.Call(wrap__bootstrap_replicate_rust, plan, seed, replicate, trim_memory))
+bootstrap_replicate_rust <- function(plan, seed, replicate, trim_memory, checkpoint, key) rust_result(.Call(wrap__bootstrap_replicate_rust, plan, seed, replicate, trim_memory, checkpoint, key))
 
-#' Checks a fit's serialised plan against its model bytes; returns the
-#' plan's parameter names and its checkpoint fingerprint (hex).
+#' The outcome of a replicate that produced no result in R (e.g. its
+#' mclapply worker died), as bytes.
 #' @keywords internal
 #' @noRd
-bootstrap_plan_check_rust <- function(plan, model) rust_result(.Call(wrap__bootstrap_plan_check_rust, plan, model))
+outcome_failure_rust <- function(replicate, reason) rust_result(.Call(wrap__outcome_failure_rust, replicate, reason))
 
-#' Opens (creating or repairing) a checkpoint file and returns its entries
-#' as columns, `estimates` as a list (NULL for failed replicates), and the
-#' damaged byte ranges that were found (and dropped).
+#' The diagnostics columns and estimates (one row after another) of
+#' outcomes given as bytes.
+#' @keywords internal
+#' @noRd
+outcome_table_rust <- function(outcomes, parameter_count) rust_result(.Call(wrap__outcome_table_rust, outcomes, parameter_count))
+
+#' Arms the faults that the fork backend's replicates then commit (test
+#' hook): a named list of replicate numbers per fault ("kill", "segfault",
+#' "panic", "hang", "allocate"); an empty list disarms.
+#' @keywords internal
+#' @noRd
+faults_arm_rust <- function(faults) rust_result(.Call(wrap__faults_arm_rust, faults))
+
+#' Opens (creating or repairing) a checkpoint file and returns its entries:
+#' `key`, `seed` and `replicate` columns, the diagnostics columns, the
+#' `estimates` as a list (NULL for failed replicates), and the damaged byte
+#' ranges that were found (and dropped).
 #' @keywords internal
 #' @noRd
 checkpoint_open_rust <- function(path) rust_result(.Call(wrap__checkpoint_open_rust, path))
 
-#' Appends one replicate's outcome to a checkpoint made by
-#' `checkpoint_open_rust`, durably. `fit_values` is (pen.neg.value,
-#' neg.loglik, num.evals); `process` is (seconds, pid, peak_rss_mb, pss_mb,
-#' private_dirty_mb), NA for unknown. `ok = FALSE` ignores the fit arguments.
+#' Appends one replicate's outcome (bytes from `bootstrap_replicate_rust` or
+#' `outcome_failure_rust`) to a checkpoint made by `checkpoint_open_rust`,
+#' durably.
 #' @keywords internal
 #' @noRd
-checkpoint_append_rust <- function(path, key, seed, replicate, ok, reason, parameters, fit_values, code, converged, process) rust_result(.Call(wrap__checkpoint_append_rust, path, key, seed, replicate, ok, reason, parameters, fit_values, code, converged, process))
+checkpoint_append_rust <- function(path, key, seed, outcome) rust_result(.Call(wrap__checkpoint_append_rust, path, key, seed, outcome))
 
-#' Per summed row, quantiles of the predicted log rate over parameter
-#' samples (`samples`: one parameter vector after another).
+#' Whether this build has the test hooks (the `test-hooks` feature).
 #' @keywords internal
 #' @noRd
-model_prediction_bands_rust <- function(bytes, samples, probabilities) rust_result(.Call(wrap__model_prediction_bands_rust, bytes, samples, probabilities))
+test_hooks_rust <- function() rust_result(.Call(wrap__test_hooks_rust))
+
+#' Run synthetic tasks on the fork engine (backend of `engine_selftest()`;
+#' test hook).
+#' @keywords internal
+#' @noRd
+engine_selftest_rust <- function(n_tasks, workers, tasks_per_child, schedule, payload, sleep, crash, hang, alloc_mb, timeout, memory_limit_mb, seed) rust_result(.Call(wrap__engine_selftest_rust, n_tasks, workers, tasks_per_child, schedule, payload, sleep, crash, hang, alloc_mb, timeout, memory_limit_mb, seed))
 
 # nolint end

@@ -201,6 +201,8 @@ summary.wisp <- function(object, ...) {
 #' @param max.rows Most rows of the coefficient table to print.
 #' @export
 print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), max.rows = 50L, ...) {
+  check_whole_number(digits, "digits", lower = 1, upper = 22)
+  check_whole_number(max.rows, "max.rows", lower = 0, upper = Inf)
   cat("wisp fit summary\n")
   if (!is.null(x$call)) cat("Call: ", paste(deparse(x$call, width.cutoff = 70L), collapse = "\n      "),
                             "\n", sep = "")
@@ -372,7 +374,7 @@ residuals.wisp <- function(object, type = c("response", "log"), ...) {
 predict.wisp <- function(object, newdata = NULL, type = c("link", "response"), ...) {
   check_wisp_fit(object, call = sys.call())
   type <- match_choice(type, "type", c("link", "response"))
-  model <- model_from_bytes(object$model, object$settings)
+  model <- model_from_bytes(object$plan, object$settings)
   pred_log <- model_predict(model, object$fitted.parameters)
   if (!is.null(newdata)) {
     at <- match_prediction_rows(object, model$summed, newdata)

@@ -12,9 +12,10 @@ sorted_levels <- function(x) {
   if (is.numeric(x)) as.character(sort(unique(x))) else sort(unique(as.character(x)), method = "radix")
 }
 
+# The settings a model is built with, defaults from the Rust core.
 default_model_settings <- function() {
-  list(buffer_factor = 0.05, warp_precision = 1e-7, max_penalty_at_distance_factor = 0.01,
-       round_none = TRUE)
+  wisp_default_model_settings()[c("buffer_factor", "warp_precision",
+                                  "max_penalty_at_distance_factor", "round_none")]
 }
 
 #' Build a model from token rows
@@ -29,13 +30,15 @@ default_model_settings <- function() {
 #' @param settings A list overriding `buffer_factor`, `warp_precision`,
 #'   `max_penalty_at_distance_factor`, `round_none`.
 #' @param bins Number of bins B (default: the largest bin).
-#' @return An object of class `"wisp_model"`: `bytes` (the serialised Rust
-#'   model), `parameters` (one row per parameter: `name, role, component,
-#'   context, species, block, treatment, ran`), `parameter_names`,
+#' @return An object of class `"wisp_model"`: `bytes` (the saved state of
+#'   the Rust model), `parameters` (one row per parameter: `name, role,
+#'   component, context, species, block, treatment, ran`), `parameter_names`,
 #'   `treatments`, `fixed_levels` (levels per factor), `time_series`,
-#'   `treatment_levels` (per factor, the level of each treatment), `weights` (W), `contexts`, `species`, `ran_levels`
-#'   (`"none"` first when there are several real levels), `bins`, `degrees`,
-#'   `summed` (the summed table) and `dispersion` (species × context).
+#'   `treatment_levels` (per factor, the level of each treatment), `weights`
+#'   (W), `contexts`, `species`, `ran_levels` (`"none"` first when there are
+#'   several real levels), `bins`, `degrees`, `summed` (the summed table),
+#'   `dispersion` (species × context) and `inf_warp` (the warp bound of
+#'   rates and slopes).
 #' @keywords internal
 #' @noRd
 model_build <- function(tokens, fixed_effects = character(), time_series = NULL,
@@ -53,7 +56,7 @@ model_build <- function(tokens, fixed_effects = character(), time_series = NULL,
   degrees <- degree_matrix(degrees, contexts, species)
   time_series_index <- if (is.null(time_series)) -1L else match(time_series, fixed_effects) - 1L
 
-  bytes <- tryCatch(model_build_rust(
+  bytes <- with_context(model_build_rust(
     as.double(tokens$count), as.integer(tokens$bin),
     code(tokens$context, contexts), code(tokens$species, species), code(tokens$ran, ran_levels),
     as.integer(factor_codes), contexts, species, ran_levels, as.character(fixed_effects),
@@ -61,7 +64,7 @@ model_build <- function(tokens, fixed_effects = character(), time_series = NULL,
     as.integer(t(degrees)), as.double(settings$warp_precision),
     as.double(settings$buffer_factor), as.double(settings$max_penalty_at_distance_factor),
     isTRUE(settings$round_none)
-  ), error = function(e) stop_input("cannot build the model: ", conditionMessage(e)))
+  ), "cannot build the model: ")
   model_from_bytes(bytes, settings)
 }
 
@@ -77,11 +80,25 @@ degree_matrix <- function(degrees, contexts, species) {
 }
 
 #' Rebuild the R description of a model from its bytes
+#'
+#' `bytes` is the saved state of a model or a fit's plan. Matrices are
+#' filled by the labels Rust returns with every row, not by the order of
+#' its arrays.
 #' @keywords internal
 #' @noRd
 model_from_bytes <- function(bytes, settings = default_model_settings()) {
   d <- model_describe_rust(bytes)
-  n_treatments <- length(d$treatments)
+  curves <- d$curves
+  degrees <- matrix(NA_integer_, length(d$contexts), length(d$species),
+                    dimnames = list(d$contexts, d$species))
+  degrees[cbind(match(curves$context, d$contexts), match(curves$species, d$species))] <-
+    curves$degree
+  dispersion <- matrix(NA_real_, length(d$species), length(d$contexts),
+                       dimnames = list(d$species, d$contexts))
+  dispersion[cbind(match(curves$species, d$species), match(curves$context, d$contexts))] <-
+    curves$dispersion
+  weights <- do.call(rbind, d$weights)
+  dimnames(weights) <- list(d$treatments, d$treatments)
   structure(list(
     bytes = bytes,
     parameters = as.data.frame(d$parameters, stringsAsFactors = FALSE),
@@ -90,22 +107,21 @@ model_from_bytes <- function(bytes, settings = default_model_settings()) {
     fixed_levels = stats::setNames(d$factor_levels, d$factor_names),
     time_series = if (length(d$time_series)) d$time_series else NULL,
     treatment_levels = stats::setNames(d$treatment_levels, d$factor_names),
-    weights = matrix(d$weights, n_treatments, n_treatments, byrow = TRUE,
-                     dimnames = list(d$treatments, d$treatments)),
+    weights = weights,
     contexts = d$contexts,
     species = d$species,
-    ran_levels = c(if (d$has_none) "none", d$ran_levels),
+    ran_levels = d$ran_levels,
     bins = d$bins,
-    degrees = matrix(d$degrees, length(d$contexts), length(d$species), byrow = TRUE,
-                     dimnames = list(d$contexts, d$species)),
+    degrees = degrees,
     summed = as.data.frame(d$summed, stringsAsFactors = FALSE),
-    dispersion = matrix(d$dispersion, length(d$species), length(d$contexts),
-                        dimnames = list(d$species, d$contexts)),
+    dispersion = dispersion,
+    inf_warp = d$inf_warp,
     settings = settings
   ), class = "wisp_model")
 }
 
-#' Objective, its parts and gradient at a parameter vector
+#' Objective, its parts and gradient at a parameter vector (a test hook:
+#' needs a build with WISPACK_TEST_HOOKS=true)
 #'
 #' The barrier penalty is anchored at `start` (spec section 2.6).
 #' @return A list with `value` (nll + penalty), `nll`, `penalty`, `gradient`
@@ -130,13 +146,15 @@ model_is_feasible <- function(model, x) {
   model_is_feasible_rust(model$bytes, as.double(x))
 }
 
-#' Fit a model from a given start
+#' Fit a model from a given start (a test hook: needs a build with
+#' WISPACK_TEST_HOOKS=true)
 #'
 #' L-BFGS from `start`, with the barrier anchored there (spec section 4).
-#' @return A list with `parameters`, `penalized_nll`, `nll`, `code`,
-#'   `converged`, `evaluations` and `seconds`.
+#' @return A list with `parameters` and `diagnostics` (the columns of
+#'   [bs_batch()]'s diagnostics; no process statistics).
 #' @keywords internal
 #' @noRd
 model_fit <- function(model, start, ctol = 1e-6, max_evals = 1000L) {
-  model_fit_rust(model$bytes, as.double(start), as.double(ctol), as.integer(max_evals))
+  fit <- model_fit_rust(model$bytes, as.double(start), as.double(ctol), as.integer(max_evals))
+  list(parameters = fit$parameters, diagnostics = new_diagnostics(fit$diagnostics))
 }

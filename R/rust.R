@@ -2,11 +2,28 @@
 # (extendr's `result_condition` feature) rather than raising them: an R error
 # raised inside Rust longjmps over the Rust frames, so the memory they own
 # (the message, at least) would leak on every error. Each generated wrapper in
-# R/extendr-wrappers.R passes its result through here, and the error is raised
-# in R, where the same handlers see it as before.
+# R/extendr-wrappers.R passes its result through here, and the error is
+# raised in R with the class of its kind (`list(kind, message)`, see
+# src/rust/src/error.rs and ?wisp_conditions).
 rust_result <- function(value) {
   if (inherits(value, "extendr_error")) {
-    stop(simpleError(paste(as.character(value$value), collapse = "\n"), call = sys.call(-1)))
+    error <- value$value
+    if (is.list(error) && is.character(error$kind) && is.character(error$message)) {
+      stop(wisp_condition(error$kind, error$message, call = sys.call(-1)))
+    }
+    stop(wisp_condition("input", paste(as.character(error), collapse = "\n"),
+                        call = sys.call(-1)))
   }
   value
+}
+
+# Whether this build has the test hooks (the cargo feature `test-hooks`, on
+# with WISPACK_TEST_HOOKS=true at install time; tools/test.sh sets it).
+test_hooks_enabled <- function() test_hooks_rust()
+
+# Test hook: makes the fork backend's replicates misbehave, e.g.
+# inject_faults(list(kill = 2, hang = 5)) (faults: kill, segfault, panic,
+# hang, allocate); inject_faults(list()) disarms.
+inject_faults <- function(faults) {
+  invisible(faults_arm_rust(lapply(faults, as.integer)))
 }

@@ -1,12 +1,27 @@
 # Settings lists of wisp(): defaults and validation (spec section 7.1).
 
+# The model's rules from the Rust core (src/rust/src/rules.rs): defaults of
+# the settings it uses, limits, reserved names. Asked once per session.
+model_rules <- local({
+  rules <- NULL
+  function() {
+    if (is.null(rules)) rules <<- model_rules_rust()
+    rules
+  }
+})
+
+# Defaults of model.settings: the core's, plus the ones only R uses
+# (LRO_cost, trtKO, max_bin), in the documented order.
 wisp_default_model_settings <- function() {
+  core <- model_rules()$defaults
   list(
-    buffer_factor = 0.05, ctol = 1e-6, max_penalty_at_distance_factor = 0.01,
-    LRO_cost = "AIC", LROcutoff = 2.0, LROwindow_factor = 1.25,
-    rise_threshold_factor = 0.8, max_evals = 1000L, rng_seed = 42L,
-    warp_precision = 1e-7, round_none = TRUE, trtKO = "none", max_bin = 0,
-    LRO_method = "improved"
+    buffer_factor = core$buffer_factor, ctol = core$ctol,
+    max_penalty_at_distance_factor = core$max_penalty_at_distance_factor,
+    LRO_cost = "AIC", LROcutoff = core$LROcutoff, LROwindow_factor = core$LROwindow_factor,
+    rise_threshold_factor = core$rise_threshold_factor,
+    max_evals = as.integer(core$max_evals), rng_seed = as.integer(core$rng_seed),
+    warp_precision = core$warp_precision, round_none = core$round_none, trtKO = "none",
+    max_bin = 0, LRO_method = core$LRO_method
   )
 }
 
@@ -16,11 +31,16 @@ wisp_default_mcmc_settings <- function() {
 }
 
 wisp_default_plot_settings <- function() {
-  list(print.plots = TRUE, dim.bounds = c(), log.scale = FALSE, splitting_factor = c(),
+  list(print.plots = FALSE, dim.bounds = c(), log.scale = FALSE, splitting_factor = c(),
        CI_style = TRUE, splitting_factor_colors = c(120, 240), label_size = 5.5,
        title_size = 20, axis_size = 12, legend_size = 10, count_size = 1.5,
        count_jitter = 0.5, count.alpha.ran = 0.25, count.alpha.none = 0.25,
        pred.alpha.ran = 0.9, pred.alpha.none = 1.0)
+}
+
+# Whether a setting has its default value (1L and 1 are the same).
+same_value <- function(value, default) {
+  identical(value, default) || isTRUE(all.equal(value, default, check.attributes = FALSE))
 }
 
 check_settings_names <- function(settings, defaults, what, call) {
@@ -51,9 +71,10 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
       fail(name, " must be one positive number, not ", describe_value(value), ".")
     }
   }
-  if (settings$buffer_factor >= 0.5) {
-    fail("buffer_factor must be below 0.5 (the buffer is a fraction of the bins), not ",
-         settings$buffer_factor, ".")
+  limits <- model_rules()$limits
+  if (settings$buffer_factor >= limits$buffer_factor) {
+    fail("buffer_factor must be below ", limits$buffer_factor, " (the buffer is a fraction of ",
+         "the bins), not ", settings$buffer_factor, ".")
   }
   for (name in c("ctol", "max_penalty_at_distance_factor", "rise_threshold_factor", "warp_precision")) {
     if (settings[[name]] > 1) {
@@ -61,11 +82,16 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
                       settings[[name]]), call. = FALSE)
     }
   }
-  if (settings$max_evals != round(settings$max_evals)) fail("max_evals must be a whole number.")
+  if (settings$max_evals != round(settings$max_evals) ||
+      settings$max_evals > .Machine$integer.max) {
+    fail("max_evals must be a whole number up to ", .Machine$integer.max, ".")
+  }
   settings$max_evals <- as.integer(settings$max_evals)
   seed <- settings$rng_seed
-  if (!is.numeric(seed) || length(seed) != 1L || is.na(seed) || seed != round(seed)) {
-    fail("rng_seed must be one whole number, not ", describe_value(seed), ".")
+  if (!is.numeric(seed) || length(seed) != 1L || is.na(seed) || !is.finite(seed) ||
+      seed != round(seed) || abs(seed) > .Machine$integer.max) {
+    fail("rng_seed must be one whole number between -", .Machine$integer.max, " and ",
+         .Machine$integer.max, ", not ", describe_value(seed), ".")
   }
   settings$rng_seed <- as.integer(seed)
   if (!is.logical(settings$round_none) || length(settings$round_none) != 1L || is.na(settings$round_none)) {
@@ -85,14 +111,15 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
   }
   max_bin <- settings$max_bin
   if (!is.numeric(max_bin) || length(max_bin) != 1L || is.na(max_bin) || max_bin < 0 ||
-      max_bin != round(max_bin)) {
-    fail("max_bin must be 0 (use the largest bin) or a positive whole number.")
+      max_bin != round(max_bin) || max_bin > limits$max_bins) {
+    fail("max_bin must be 0 (use the largest bin) or a positive whole number up to ",
+         format(limits$max_bins, big.mark = ","), ".")
   }
-  settings$inf_warp <- settings$warp_precision / .Machine$double.eps
   settings
 }
 
-#' Validated MCMC settings: MCMC is not offered; the bootstrap is the route
+#' Validated MCMC settings: MCMC is not offered; the bootstrap is the route.
+#' Only the defaults are accepted (steps and burn-in 0).
 #' @keywords internal
 #' @noRd
 wisp_mcmc_settings <- function(settings = list(), call = sys.call(-1)) {
@@ -110,6 +137,14 @@ wisp_mcmc_settings <- function(settings = list(), call = sys.call(-1)) {
                "documentation advises against them). Use the bootstrap instead: ",
                "wisp(..., bootstraps.num = 1000).", call = call)
   }
+  # Without MCMC the other settings have no effect: only their defaults are accepted.
+  changed <- Filter(function(name) !same_value(settings[[name]], defaults[[name]]),
+                    setdiff(names(defaults), c("MCMC.steps", "MCMC.burnin")))
+  if (length(changed)) {
+    stop_input("MCMC.settings$", changed[1], " has no effect: MCMC is not offered by this ",
+               "wispack; leave it out and use the bootstrap: wisp(..., bootstraps.num = 1000).",
+               call = call)
+  }
   settings
 }
 
@@ -119,5 +154,36 @@ wisp_mcmc_settings <- function(settings = list(), call = sys.call(-1)) {
 wisp_plot_settings <- function(settings = list(), call = sys.call(-1)) {
   defaults <- wisp_default_plot_settings()
   check_settings_names(settings, defaults, "plot.settings", call)
+  # The original's names that these plots do not use: accepted at their
+  # defaults, for calls written for the original, and refused otherwise.
+  unused <- setdiff(names(defaults), c(names(plot_setting_ranges), "log.scale"))
+  for (name in intersect(names(settings), unused)) {
+    if (!same_value(settings[[name]], defaults[[name]])) {
+      stop_input("plot.settings$", name, " has no effect in this wispack",
+                 if (name == "print.plots") " (wisp() prints no plots: call plot(fit))",
+                 "; leave it out. The plots use ",
+                 paste(c("log.scale", names(plot_setting_ranges)), collapse = ", "), ".",
+                 call = call)
+    }
+  }
+  for (name in intersect(names(settings), names(plot_setting_ranges))) {
+    range <- plot_setting_ranges[[name]]
+    value <- settings[[name]]
+    if (!is.numeric(value) || length(value) != 1L || is.na(value) || value < range[1] ||
+        value > range[2]) {
+      stop_input("plot.settings$", name, " must be one number between ", range[1], " and ",
+                 range[2], ", not ", describe_value(value), ".", call = call)
+    }
+  }
+  if ("log.scale" %in% names(settings)) {
+    check_flag(settings$log.scale, "plot.settings$log.scale", call = call)
+  }
   utils::modifyList(defaults, settings)
 }
+
+# The numeric plot settings the plots use, with their valid ranges.
+plot_setting_ranges <- list(
+  title_size = c(1, 100), axis_size = c(1, 100), legend_size = c(1, 100),
+  count_size = c(0, 20), count_jitter = c(0, 10), count.alpha.ran = c(0, 1),
+  pred.alpha.ran = c(0, 1), pred.alpha.none = c(0, 1)
+)

@@ -270,6 +270,15 @@ wisp_simulate <- function(n.contexts = 1L, n.genes = 3L, n.random = 3L,
     stop_input("`cell.ids` must be TRUE or FALSE, not ", describe_value(cell.ids), ".")
   }
   check_whole_number(seed, "seed", lower = -.Machine$integer.max)
+  # A bound on the size, before anything is drawn: cells per bin at their
+  # largest for a function, which is only known per draw.
+  cells_bound <- if (is.function(cells.per.bin)) 1 else max(cells.per.bin)
+  tokens <- n.contexts * n.genes * nrow(design$animals) * n.bins * cells_bound *
+    prod(lengths(design$within))
+  if (tokens > 5e7) {
+    stop_input("these arguments simulate ", format(tokens, big.mark = ",", scientific = FALSE),
+               " tokens; at most 50,000,000 are supported.")
+  }
 
   result <- with_seed(seed, {
     degrees <- simulation_degrees(degrees, contexts, genes)

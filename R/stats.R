@@ -126,7 +126,7 @@ attach_bootstrap <- function(result, boot, use.median = FALSE, converged.only = 
     medians <- apply(replicates, 2, stats::median)
     names(medians) <- names(result$fitted.parameters)
     result$fitted.parameters <- medians
-    model <- model_from_bytes(result$model, result$settings)
+    model <- model_from_bytes(result$plan, result$settings)
     pred_log <- model_predict(model, medians)
     result$count.data.summed$pred.log <- pred_log
     result$count.data.summed$pred <- exp(pred_log) - 1
@@ -136,7 +136,7 @@ attach_bootstrap <- function(result, boot, use.median = FALSE, converged.only = 
                                       adjustment),
     alpha = alpha, adjustment = adjustment, replicates.used = nrow(replicates)
   )
-  bands <- model_prediction_bands_rust(result$model, as.vector(t(replicates)),
+  bands <- model_prediction_bands_rust(result$plan, as.vector(t(replicates)),
                                        c(0.025, 0.975))
   result$count.data.summed$pred.low <- bands[[1]]
   result$count.data.summed$pred.high <- bands[[2]]

@@ -1,16 +1,6 @@
 # Input checks shared by the user-facing functions. Every failure is an error
-# of class `wisp_input_error` whose message names the argument and the problem.
-
-wisp_input_error <- function(message, call = sys.call(-1)) {
-  structure(
-    class = c("wisp_input_error", "error", "condition"),
-    list(message = message, call = call)
-  )
-}
-
-stop_input <- function(..., call = sys.call(-1)) {
-  stop(wisp_input_error(paste0(...), call = call))
-}
+# of class `wisp_input_error` (R/conditions.R) whose message names the
+# argument and the problem.
 
 describe_value <- function(x) {
   if (is.null(x)) return("NULL")

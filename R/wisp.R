@@ -31,14 +31,24 @@
 #'   bootstrap.
 #' @param verbose Print progress messages.
 #' @param model.settings Named list of model settings; see Details.
-#' @param MCMC.settings Accepted for compatibility; asking for MCMC steps is
-#'   an error that points to the bootstrap.
-#' @param plot.settings Named list of plot settings (for the plots).
+#' @param MCMC.settings Accepted for compatibility, at the original's
+#'   defaults only (MCMC is not offered): asking for MCMC steps, or any other
+#'   value of an MCMC setting, is an error that points to the bootstrap.
+#' @param plot.settings Named list of settings of [plot.wisp()]: `log.scale`
+#'   (FALSE), `title_size` (20), `axis_size` (12), `legend_size` (10),
+#'   `count_size` (1.5), `count_jitter` (0.5), `count.alpha.ran` (0.25),
+#'   `pred.alpha.ran` (0.9), `pred.alpha.none` (1). The original's other
+#'   names (`print.plots`, `dim.bounds`, `splitting_factor`, `CI_style`,
+#'   `splitting_factor_colors`, `label_size`, `count.alpha.none`) have no
+#'   effect here: they are accepted at their defaults only, and any other
+#'   value is an error.
 #' @param ran.seed Seed of the bootstrap (`NULL`: drawn from R's random
 #'   number generator). R's own random stream is not changed.
 #'
-#' @details `model.settings` (defaults in parentheses): `buffer_factor` (0.05)
-#'   minimum spacing of transitions as a fraction of the bins; `ctol` (1e-6)
+#' @details `model.settings` (defaults in parentheses; the package's Rust
+#'   core holds them, see `wispack:::wisp_default_model_settings()`):
+#'   `buffer_factor` (0.05) minimum spacing of transitions as a fraction of
+#'   the bins, above 0 and below 0.5; `ctol` (1e-6)
 #'   relative change of the objective that ends a fit; `max_evals` (1000)
 #'   objective evaluations allowed per fit; `max_penalty_at_distance_factor`
 #'   (0.01) size of the boundary penalty at the start, relative to the
@@ -47,21 +57,29 @@
 #'   `LROcutoff` (2) and `LROwindow_factor` (1.25) change-point settings used
 #'   without a search; `LRO_method` ("improved") change-point detection,
 #'   "improved" (fewer spurious transitions) or "original";
-#'   `rise_threshold_factor` (0.8); `rng_seed` (42) seed of the starting
-#'   warping factors; `warp_precision` (1e-7); `round_none` (TRUE) round the
-#'   extrapolated population counts; `max_bin` (0) number of bins (0: the
-#'   largest bin); `trtKO` ("none") not supported.
+#'   `rise_threshold_factor` (0.8) the rise, as a fraction of the step
+#'   between block rates, that a transition must reach within its run of
+#'   bins; it sets the starting slopes (a larger factor, longer runs,
+#'   gentler slopes); `rng_seed` (42) seed of the starting warping factors;
+#'   `warp_precision` (1e-7); `round_none` (TRUE) round the extrapolated
+#'   population counts; `max_bin` (0) number of bins (0: the largest bin;
+#'   at most 100,000); `trtKO` ("none") not supported.
 #'
 #' @return An object of class `"wisp"`: a list with the original's fields
 #'   (`count.data.summed`, `fitted.parameters`, `param.names`,
 #'   `gamma.dispersion`, `fix`, `treatment`, `weight.matrix`,
 #'   `grouping.variables`, `param.idx0`, `settings`,
-#'   `LRO.grid.search.results`, `variables`), `fit.diagnostics`
-#'   (`pen.neg.value`, `neg.loglik`, `converged`, `code`, `num.evals`,
-#'   `seconds`, `n.params`), `degrees`, `change.points`, and the serialised
-#'   model (`model`, `plan`), so a saved fit can be bootstrapped later. With
-#'   bootstraps, also `bootstrap`, `sample.params.bs`, `diagnostics.bs` and
-#'   `stats`.
+#'   `LRO.grid.search.results`, `variables`), `fit.diagnostics` (the columns
+#'   of [bs_batch()]'s `diagnostics` for the full-data fit, without `ok` and
+#'   `reason`: `pen.neg.value`, `neg.loglik`, `converged`, `code`,
+#'   `num.evals`, `iterations`, `max.gradient`, `on.bound`, `fit.seconds`,
+#'   `seconds` (detection, start and fit), `pid`, `peak_rss_mb`, `pss_mb`,
+#'   `private_dirty_mb`; and `n.params`), `degrees`, `change.points`, and
+#'   `plan`, the saved state of the fitted model (versioned and
+#'   checksummed), so a fit saved with [saveRDS()] can be bootstrapped and
+#'   predicted later, also by later versions of wispack. With bootstraps,
+#'   also `bootstrap`, `sample.params.bs`, `diagnostics.bs` and `stats`.
+#'   Errors are classed conditions: see [wisp_conditions].
 #' @export
 #' @examples
 #' counts <- wisp_simulate(n.genes = 2, n.bins = 40, seed = 3)
@@ -115,8 +133,8 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   }
 
   t0 <- proc.time()[["elapsed"]]
-  fitted <- wisp_fit_rust(base$bytes, window, cutoff, settings$LRO_method, settings$buffer_factor,
-                          settings$ctol, settings$max_evals, settings$rng_seed)
+  fitted <- wisp_fit_rust(base$bytes, window, cutoff, settings$LRO_method, settings$ctol,
+                          settings$max_evals, settings$rise_threshold_factor, settings$rng_seed)
   result <- wisp_result(fitted, settings, plot.settings, grid, variables, call)
   diagnostics <- result$fit.diagnostics
   say(sprintf("Fitted %d parameters (%d transitions): %s after %d evaluations (%.1f s).",
@@ -147,10 +165,10 @@ check_flag <- function(x, name, call = sys.call(-1)) {
 # `converged`, `code` and `structure` (grid points with the same number share
 # one detected structure and one fit).
 lro_grid_search <- function(base, settings, workers) {
-  grid <- run_engine(wisp_grid_search_rust(
-    base$bytes, settings$LRO_method, settings$buffer_factor, settings$ctol,
-    settings$max_evals, settings$rng_seed, as.integer(workers)
-  ))
+  grid <- wisp_grid_search_rust(
+    base$bytes, settings$LRO_method, settings$ctol, settings$max_evals,
+    settings$rise_threshold_factor, settings$rng_seed, as.integer(workers)
+  )
   grid <- as.data.frame(grid, stringsAsFactors = FALSE)
   grid$NLL <- grid$neg_loglik
   grid
@@ -158,8 +176,9 @@ lro_grid_search <- function(base, settings, workers) {
 
 # Assembles the "wisp" object from the Rust fit.
 wisp_result <- function(fitted, settings, plot.settings, grid, variables, call) {
-  model <- model_from_bytes(fitted$model, settings)
-  parameters <- fitted$fit$parameters
+  model <- model_from_bytes(fitted$plan, settings)
+  settings$inf_warp <- model$inf_warp
+  parameters <- fitted$parameters
   names(parameters) <- model$parameter_names
   pred_log <- model_predict(model, parameters)
   summed <- model$summed
@@ -170,7 +189,6 @@ wisp_result <- function(fitted, settings, plot.settings, grid, variables, call) 
     context = summed$context, species = summed$species, ran = summed$ran,
     treatment = summed$treatment, stringsAsFactors = FALSE
   )
-  change_points <- fitted$change_points
   structure(list(
     model.component.list = c("Rt", "tslope", "tpoint"),
     count.data.summed = count.data.summed,
@@ -190,17 +208,11 @@ wisp_result <- function(fitted, settings, plot.settings, grid, variables, call) 
     settings = settings,
     plot.settings = plot.settings,
     variables = variables,
-    fit.diagnostics = list(
-      pen.neg.value = fitted$fit$penalized_nll, neg.loglik = fitted$fit$nll,
-      converged = fitted$fit$converged, code = fitted$fit$code,
-      num.evals = fitted$fit$evaluations, seconds = fitted$fit$seconds,
-      n.params = length(parameters)
-    ),
+    fit.diagnostics = fit_diagnostics(fitted$diagnostics, length(parameters)),
     degrees = model$degrees,
-    change.points = change_point_table(change_points, model),
+    change.points = as.data.frame(fitted$change_points, stringsAsFactors = FALSE),
     parameters = model$parameters,
     start = stats::setNames(fitted$start, model$parameter_names),
-    model = fitted$model,
     plan = fitted$plan,
     call = call
   ), class = "wisp")
@@ -231,30 +243,4 @@ parameter_indices <- function(model) {
     index0[p$role == "warp" & p$component == kind]
   })
   list(beta = beta, w.factor = w.factor)
-}
-
-# Detected change points as a data.frame: context, species, treatment,
-# transition and bin position.
-change_point_table <- function(change_points, model) {
-  rows <- list()
-  i <- 0
-  for (c in seq_along(model$contexts)) {
-    for (s in seq_along(model$species)) {
-      i <- i + 1
-      per_treatment <- change_points[[i]]
-      for (t in seq_along(per_treatment)) {
-        points <- per_treatment[[t]]
-        if (!length(points)) next
-        rows[[length(rows) + 1]] <- data.frame(
-          context = model$contexts[c], species = model$species[s],
-          treatment = model$treatments[t], transition = seq_along(points), bin = points,
-          stringsAsFactors = FALSE)
-      }
-    }
-  }
-  if (!length(rows)) {
-    return(data.frame(context = character(), species = character(), treatment = character(),
-                      transition = integer(), bin = numeric()))
-  }
-  do.call(rbind, rows)
 }

@@ -2,7 +2,8 @@
 # trivial task, with a lean parent and with a parent holding 1 GB (and more)
 # of R objects.
 #
-# Usage (from the repository root, with wispack installed):
+# Usage (from the repository root, with wispack installed with its test hooks,
+# which time the core and the engine directly: WISPACK_TEST_HOOKS=true R CMD INSTALL .):
 #   Rscript benchmarks/fork_overhead.R [n_tasks] [repeats] [workers] [parent_gb]
 #   parent_gb: comma-separated sizes of the parent's ballast in GB (default 1;
 #   benchmarks/run_all.sh uses 1,4). The ballast is grown in 1 GB numeric

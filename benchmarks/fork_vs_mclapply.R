@@ -111,7 +111,8 @@ chunked_mclapply <- function(fit, B, K, seed) {
     results <- c(results, parallel::mclapply(batch, wispack:::bootstrap_replicate,
                                              plan = fit$plan, seed = seed, mc.cores = K))
   }
-  rows <- wispack:::collect_replicates(results, NULL)
+  rows <- wispack:::replicate_table(lapply(results, `[[`, "outcome"),
+                                    length(fit$fitted.parameters))
   list(t = rows$estimates, diagnostics = rows$diagnostics)
 }
 

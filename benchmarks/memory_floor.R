@@ -48,7 +48,8 @@ worker <- function(trim, collect = FALSE) {
   for (k in seq_len(n_fits)) {
     r <- wispack:::bootstrap_replicate(k, fit$plan, 1L, trim)
     if (collect) invisible(gc())
-    rows[[k + 1]] <- record(k, r$fit$seconds)
+    done <- wispack:::replicate_table(list(r$outcome), length(fit$fitted.parameters))
+    rows[[k + 1]] <- record(k, done$diagnostics$fit.seconds)
   }
   do.call(rbind, rows)
 }

@@ -2,7 +2,8 @@
 # simulated models of the two sizes in the model-core issue, and how the
 # evaluation cost grows with rows and with parameters.
 #
-# Usage (from the repository root, with wispack installed):
+# Usage (from the repository root, with wispack installed with its test hooks,
+# which time the core and the engine directly: WISPACK_TEST_HOOKS=true R CMD INSTALL .):
 #   Rscript benchmarks/model_eval.R [repeats]
 # Writes benchmarks/results/model_eval.csv and prints Markdown tables.
 
@@ -41,8 +42,8 @@ perturbed <- function(sim) {
 
 fit_seconds <- function(sim) {
   start <- perturbed(sim)
-  fit <- wispack:::model_fit(sim$model, start)
-  c(seconds = fit$seconds, evaluations = fit$evaluations, converged = fit$converged)
+  fit <- wispack:::model_fit(sim$model, start)$diagnostics
+  c(seconds = fit$fit.seconds, evaluations = fit$num.evals, converged = fit$converged)
 }
 
 factors_2x2 <- list(hemisphere = c("left", "right"), age = c("P12", "P18"))
@@ -61,7 +62,7 @@ record <- function(model_name, sim, measure, values) {
 cat("Building the small model...\n")
 small <- simulated_model(1, 6, 4, factors_2x2, 100, small_degrees)
 record("small", small, "evaluation_ms", replicate(repeats, evaluation_ms(small)))
-if (exists("model_fit", envir = asNamespace("wispack"))) {
+if (wispack:::test_hooks_enabled()) {
   fits <- replicate(repeats, fit_seconds(small))
   record("small", small, "fit_seconds", fits["seconds", ])
   record("small", small, "fit_evaluations", fits["evaluations", ])
@@ -74,7 +75,7 @@ record("small", small, "peak_rss_mb_of_R", peak_rss_mb())
 cat("Building the large model...\n")
 large <- simulated_model(12, 6, 5, factors_2x3, 100, large_degrees)
 record("large", large, "evaluation_ms", replicate(repeats, evaluation_ms(large, 10)))
-if (exists("model_fit", envir = asNamespace("wispack"))) {
+if (wispack:::test_hooks_enabled()) {
   fits <- replicate(max(1, repeats %/% 2), fit_seconds(large))
   record("large", large, "fit_seconds", fits["seconds", ])
   record("large", large, "fit_evaluations", fits["evaluations", ])

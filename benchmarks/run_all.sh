@@ -4,7 +4,9 @@
 # rewrites the generated sections of benchmarks/RESULTS.md and the small CSVs
 # the vignette reads (vignettes/fork-per-batch/).
 #
-# Usage, from anywhere, with wispack installed (R_LIBS pointing at it):
+# Usage, from anywhere, with wispack installed (R_LIBS pointing at it) with
+# its test hooks, which the fork-cost stage uses (engine_selftest()):
+#   WISPACK_TEST_HOOKS=true R CMD INSTALL --library=LIB .
 #   sh benchmarks/run_all.sh [WORKERS]          # WORKERS defaults to 2
 # Settings (environment variables, defaults in brackets):
 #   REPEATS [3]            repeats of every arm; arm order rotates per repeat

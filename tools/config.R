@@ -6,6 +6,11 @@
 #   @PROFILE@      "--release", or empty for DEBUG=true builds
 #   @LIBDIR@       the cargo output directory, "release" or "debug"
 #   @CLEAN_TARGET@ the target directory to delete after linking (kept for DEBUG builds)
+#   @FEATURES@     "--features test-hooks" when WISPACK_TEST_HOOKS=true, else empty
+#
+# WISPACK_TEST_HOOKS=true compiles the entry points that only tests and
+# benchmarks use (fault injection, synthetic engine tasks, timing loops).
+# tools/test.sh sets it; a default install leaves them out.
 
 find_tool <- function(tool) {
   # rustup installs into ~/.cargo/bin, which R CMD INSTALL does not always have on PATH.
@@ -49,13 +54,16 @@ is_debug <- nzchar(Sys.getenv("DEBUG"))
 offline <- file.exists("src/rust/vendor.tar.xz")
 if (offline) message("Building offline from the vendored crates (src/rust/vendor.tar.xz).")
 if (is_debug) message("Creating a DEBUG build.")
+test_hooks <- tolower(Sys.getenv("WISPACK_TEST_HOOKS")) %in% c("true", "yes", "1")
+if (test_hooks) message("Building with the test hooks (WISPACK_TEST_HOOKS=true).")
 
 replacements <- c(
   "@CARGO_FLAGS@" = if (offline) "-j 2 --offline" else "-j 2",
   "@VENDORED@" = if (offline) "yes" else "no",
   "@PROFILE@" = if (is_debug) "" else "--release",
   "@LIBDIR@" = if (is_debug) "debug" else "release",
-  "@CLEAN_TARGET@" = if (is_debug) "" else "$(TARGET_DIR)"
+  "@CLEAN_TARGET@" = if (is_debug) "" else "$(TARGET_DIR)",
+  "@FEATURES@" = if (test_hooks) "--features test-hooks" else ""
 )
 text <- readLines("src/Makevars.in")
 for (key in names(replacements)) text <- gsub(key, replacements[[key]], text, fixed = TRUE)

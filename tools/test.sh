@@ -2,8 +2,12 @@
 # The full test suite: Rust formatting, lints and unit tests, then R CMD build
 # and an offline R CMD check --as-cran (which must end "Status: OK"), then the
 # whole testthat suite once more with NOT_CRAN=true against the installed
-# package, so tests that --as-cran skips run too. Usage: sh tools/test.sh
+# package, so tests that --as-cran skips run too. Every pass is built with the
+# test hooks (WISPACK_TEST_HOOKS=true, read by tools/config.R), so no test
+# skips for want of them. Usage: sh tools/test.sh
 set -eu
+WISPACK_TEST_HOOKS=true
+export WISPACK_TEST_HOOKS
 repo=$(cd "$(dirname "$0")/.." && pwd)
 . "$repo/tools/setup.sh"
 wispack_setup
@@ -11,9 +15,11 @@ wispack_setup
 echo "== cargo fmt, clippy and test"
 cd "$repo/src/rust"
 cargo fmt --check
+# Linted with and without the test hooks: a default build must be clean too.
 cargo clippy --all-targets --locked -j 2 -- -D warnings
+cargo clippy --all-targets --locked -j 2 --features test-hooks -- -D warnings
 # The engine tests fork, which needs a single-threaded test harness.
-cargo test --locked -j 2 -- --test-threads=1
+cargo test --locked -j 2 --features test-hooks -- --test-threads=1
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

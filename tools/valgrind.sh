@@ -12,6 +12,9 @@
 # heap is still in use at exit: only definite leaks are reported and counted.
 set -eu
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# The tests need the test hooks (fault injection, synthetic engine tasks).
+WISPACK_TEST_HOOKS=true
+export WISPACK_TEST_HOOKS
 what=${1:-cargo}
 memcheck="--tool=memcheck --track-origins=yes --num-callers=40"
 leaks="--leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite"
@@ -19,7 +22,7 @@ leaks="--leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=defi
 case "$what" in
 cargo)
   cd "$repo/src/rust"
-  cargo test --locked --no-run -j 2 2>&1 | tee /tmp/wispack-valgrind-build.log
+  cargo test --locked --no-run -j 2 --features test-hooks 2>&1 | tee /tmp/wispack-valgrind-build.log
   binaries=$(sed -n 's/.*Executable .* (\(.*\))$/\1/p' /tmp/wispack-valgrind-build.log)
   logdir=$(mktemp -d)
   tests_failed=0

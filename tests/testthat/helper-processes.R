@@ -51,3 +51,19 @@ wait_until <- function(condition, seconds) {
   while (!condition() && Sys.time() < deadline) Sys.sleep(0.05)
   condition()
 }
+
+# Tests of test hooks (fault injection, synthetic engine tasks, the objective
+# and fit entry points) need a build with them: tools/test.sh makes one, and
+# fails on any skip. Elsewhere they skip, saying how to build for them.
+skip_without_test_hooks <- function() {
+  if (!wispack:::test_hooks_enabled()) {
+    testthat::skip("needs a build with test hooks: WISPACK_TEST_HOOKS=true R CMD INSTALL .")
+  }
+}
+
+# Arms injected faults (see wispack:::inject_faults); `no_faults()` disarms.
+with_faults <- function(faults) {
+  skip_without_test_hooks()
+  wispack:::inject_faults(faults)
+}
+no_faults <- function() wispack:::inject_faults(list())

@@ -40,13 +40,13 @@ test_that("the replicate count is exact for awkward combinations", {
 
 test_that("a replicate whose child is killed is kept as a failure with its signal", {
   fit <- small_fit()
-  old <- options(wispack.inject_faults = list(kill = 2L))
-  on.exit(options(old))
+  with_faults(list(kill = 2L))
+  on.exit(no_faults())
   boot <- expect_no_trace(bs_batch(fit, 4, max.fork = 2, seed = 3))
   expect_identical(boot$diagnostics$ok, c(TRUE, FALSE, TRUE, TRUE))
   expect_identical(boot$diagnostics$reason[2], "killed by signal 9 (SIGKILL)")
   expect_true(all(is.na(boot$t[2, ])))
-  options(old)
+  no_faults()
   clean <- bs_batch(fit, 4, max.fork = 2, seed = 3)
   expect_identical(boot$t[-2, ], clean$t[-2, ])
 })
@@ -74,8 +74,9 @@ test_that("seed = NULL draws the seed from R's generator and records it", {
 test_that("diagnostics have the documented columns", {
   boot <- bs_batch(small_fit(), 2, seed = 1)
   expect_named(boot$diagnostics, c("ok", "reason", "pen.neg.value", "neg.loglik", "converged",
-                                   "code", "num.evals", "seconds", "pid", "peak_rss_mb",
-                                   "pss_mb", "private_dirty_mb"))
+                                   "code", "num.evals", "iterations", "max.gradient", "on.bound",
+                                   "fit.seconds", "seconds", "pid", "peak_rss_mb", "pss_mb",
+                                   "private_dirty_mb"))
   expect_s3_class(boot, "wisp_bootstrap")
   expect_identical(boot$t0, small_fit()$fitted.parameters)
 })

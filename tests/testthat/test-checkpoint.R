@@ -8,7 +8,11 @@ stable_part <- function(boot) {
                                         "converged", "code", "num.evals")])
 }
 
-checkpoint_entries <- function(path) wispack:::checkpoint_open_rust(path)
+# The entries of a checkpoint file: replicate, key, seed and the diagnostics.
+checkpoint_entries <- function(path) {
+  contents <- wispack:::checkpoint_open_rust(path)
+  c(contents[c("replicate", "key", "seed")], contents$diagnostics)
+}
 
 test_that("a checkpointed run matches a plain one and a rerun skips every replicate", {
   fit <- small_fit()
@@ -101,9 +105,10 @@ test_that("failed replicates are recorded and redone on resume", {
   reference <- bs_batch(fit, 4, max.fork = 2, seed = 36)
   path <- tempfile()
   on.exit(unlink(path))
-  old <- options(wispack.inject_faults = list(kill = 3L))
+  with_faults(list(kill = 3L))
+  on.exit(no_faults(), add = TRUE)
   failed <- expect_no_trace(bs_batch(fit, 4, max.fork = 2, seed = 36, checkpoint = path))
-  options(old)
+  no_faults()
   expect_identical(failed$diagnostics$ok, c(TRUE, TRUE, FALSE, TRUE))
   entries <- checkpoint_entries(path)
   expect_identical(entries$reason[entries$replicate == 3], "killed by signal 9 (SIGKILL)")

@@ -1,4 +1,5 @@
 selftest <- wispack:::engine_selftest
+skip_without_test_hooks()
 
 test_that("the result has the documented columns, one row per task in task order", {
   result <- expect_no_trace(selftest(5, workers = 2, payload = 3))

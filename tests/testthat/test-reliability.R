@@ -117,13 +117,16 @@ test_that("malformed inputs to wisp(), bs_batch() and wisp_simulate() are classe
       f$plan <- with_huge_string_length(f$plan, "gene1")
       f
     }), 2)),
-    "model with a huge string length" = quote(bs_batch(with_fit(function(f) {
-      f$model <- with_huge_string_length(f$model, "gene1")
+    # The same in a plan saved by wispack 0.1.0, which has no checksum: the
+    # decoder itself must refuse it.
+    "0.1.0 plan with a huge string length" = quote(bs_batch(local({
+      f <- readRDS(test_path("fixtures", "fit-v0.rds"))
+      f$plan <- with_huge_string_length(f$plan, "gene1")
       f
     }), 2)),
     "plan with a trailing byte" = quote(bs_batch(with_fit(function(f) { f$plan <- c(f$plan, as.raw(0)); f }), 2)),
-    "model of another fit" = quote(bs_batch(with_fit(function(f) {
-      f$model <- wisp(base[base$species == "gene1", ], model.settings = quick, verbose = FALSE)$model
+    "plan of another fit" = quote(bs_batch(with_fit(function(f) {
+      f$plan <- wisp(base[base$species == "gene1", ], model.settings = quick, verbose = FALSE)$plan
       f
     }), 2)),
     "parameters dropped" = quote(bs_batch(with_fit(function(f) { f$fitted.parameters <- f$fitted.parameters[-1]; f }), 2)),
@@ -197,13 +200,13 @@ test_that("every injected fault fails only its replicate, with its reason, and l
   limit_tested <- !under_valgrind()
   faults <- list(kill = 2L, segfault = 3L, panic = 4L, hang = 5L)
   if (limit_tested) faults$allocate <- 6L
-  old <- options(wispack.inject_faults = faults)
-  on.exit(options(old))
+  with_faults(faults)
+  on.exit(no_faults())
   fds <- open_fd_count()
   timeout <- 3 * slowdown()
   boot <- expect_no_trace(bs_batch(fit, 7, max.fork = 2, seed = 41, timeout = timeout,
                                    child.memory.limit = if (limit_tested) 256))
-  options(old)
+  no_faults()
   d <- boot$diagnostics
   failed <- if (limit_tested) 2:6 else 2:5
   expect_identical(d$ok, !seq_len(7) %in% failed)
@@ -222,8 +225,8 @@ test_that("every injected fault fails only its replicate, with its reason, and l
 test_that("the same faults under tasks.per.child > 1 keep the replicates around them", {
   fit <- small_fit()
   clean <- bs_batch(fit, 6, max.fork = 2, seed = 42)
-  old <- options(wispack.inject_faults = list(kill = 2L, panic = 4L))
-  on.exit(options(old))
+  with_faults(list(kill = 2L, panic = 4L))
+  on.exit(no_faults())
   boot <- expect_no_trace(bs_batch(fit, 6, max.fork = 2, tasks.per.child = 3, seed = 42))
   expect_identical(boot$diagnostics$ok, c(TRUE, FALSE, TRUE, FALSE, TRUE, TRUE))
   ok <- boot$diagnostics$ok
@@ -232,6 +235,7 @@ test_that("the same faults under tasks.per.child > 1 keep the replicates around 
 
 test_that("Ctrl-C during bs_batch() keeps the finished replicates, in the condition and the checkpoint", {
   skip_if_not(file.exists("/proc/self/stat"))
+  skip_without_test_hooks()
   fit <- small_fit()
   fit_file <- tempfile(fileext = ".rds")
   saveRDS(fit, fit_file)
@@ -243,7 +247,7 @@ test_that("Ctrl-C during bs_batch() keeps the finished replicates, in the condit
     ".libPaths(%s)",
     "library(wispack)",
     "fit <- readRDS(%s)",
-    "options(wispack.inject_faults = list(hang = 5:6))",
+    "wispack:::inject_faults(list(hang = 5:6))",
     "writeLines(as.character(Sys.getpid()), %s)",
     "caught <- tryCatch(bs_batch(fit, 6, max.fork = 2, seed = 43, checkpoint = %s),",
     "  wisp_interrupted = function(e) e)",
@@ -287,6 +291,7 @@ test_that("Ctrl-C during bs_batch() keeps the finished replicates, in the condit
 test_that("100,000-value results from 20 concurrent children arrive in bounded memory", {
   skip_on_cran() # 20 workers
   skip_if_not(file.exists("/proc/self/status"))
+  skip_without_test_hooks()
   out_file <- tempfile()
   on.exit(unlink(out_file))
   script <- sprintf(paste(

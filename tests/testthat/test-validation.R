@@ -152,3 +152,22 @@ test_that("asking for MCMC points to the bootstrap", {
                class = "wisp_input_error", regexp = "bootstrap")
   expect_silent(wispack:::wisp_mcmc_settings(list()))
 })
+
+test_that("settings that would have no effect are refused, not ignored", {
+  plot_settings <- wispack:::wisp_plot_settings
+  expect_error(plot_settings(list(print.plots = TRUE)), class = "wisp_input_error",
+               regexp = "plot\\(fit\\)")
+  expect_error(plot_settings(list(CI_style = FALSE)), class = "wisp_input_error",
+               regexp = "no effect")
+  expect_error(plot_settings(list(title_size = "big")), class = "wisp_input_error",
+               regexp = "title_size")
+  expect_error(plot_settings(list(count.alpha.ran = 2)), class = "wisp_input_error",
+               regexp = "count.alpha.ran")
+  # the original's defaults are still accepted, and the used settings applied
+  expect_silent(plot_settings(list(print.plots = FALSE, CI_style = TRUE,
+                                   splitting_factor_colors = c(120L, 240L))))
+  expect_identical(plot_settings(list(title_size = 14))$title_size, 14)
+  mcmc <- wispack:::wisp_mcmc_settings
+  expect_error(mcmc(list(MCMC.step.size = 0.1)), class = "wisp_input_error", regexp = "bootstrap")
+  expect_silent(mcmc(list(MCMC.prior = 1L, MCMC.steps = 0)))
+})

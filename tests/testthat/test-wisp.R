@@ -12,7 +12,9 @@ test_that("wisp(data) just works and says that statistics need a bootstrap", {
   expect_true(any(grepl("bootstraps.num", said, fixed = TRUE)))
   expect_s3_class(fit, "wisp")
   expect_named(fit$fit.diagnostics, c("pen.neg.value", "neg.loglik", "converged", "code",
-                                      "num.evals", "seconds", "n.params"))
+                                      "num.evals", "iterations", "max.gradient", "on.bound",
+                                      "fit.seconds", "seconds", "pid", "peak_rss_mb", "pss_mb",
+                                      "private_dirty_mb", "n.params"))
   for (field in c("count.data.summed", "fitted.parameters", "param.names", "gamma.dispersion",
                   "fix", "treatment", "weight.matrix", "grouping.variables", "param.idx0",
                   "settings", "LRO.grid.search.results", "variables")) {
@@ -91,4 +93,25 @@ test_that("gene and context names that are prefixes of one another work", {
   expect_identical(length(fit$param.idx0$beta$Rt$context1$gene1) > 0, TRUE)
   expect_length(intersect(fit$param.idx0$beta$Rt$context1$gene1,
                           fit$param.idx0$beta$Rt$context1$gene1b), 0)
+})
+
+test_that("rise_threshold_factor reaches the fit: it sets the starting slopes", {
+  counts <- small_counts()
+  fit_with <- function(factor) {
+    wisp(counts, verbose = FALSE,
+         model.settings = list(LRO_cost = "none", rise_threshold_factor = factor))
+  }
+  low <- fit_with(0.1)
+  high <- fit_with(0.99)
+  default <- fit_with(0.8)
+  p <- small_fit()$parameters
+  slopes <- p$role == "baseline" & p$component == "tslope"
+  expect_gt(sum(slopes), 0)
+  # Lower targets are reached in shorter runs: steeper starting slopes.
+  expect_true(all(low$start[slopes] >= high$start[slopes]))
+  expect_true(any(low$start[slopes] > high$start[slopes]))
+  expect_false(identical(low$fitted.parameters, high$fitted.parameters))
+  # 0.8 is the default, and the fit is the default fit.
+  expect_identical(default$start, small_fit()$start)
+  expect_identical(default$fitted.parameters, small_fit()$fitted.parameters)
 })

@@ -1,68 +1,219 @@
-//! One bootstrap replicate (spec section 5): resample tokens within cells,
-//! recompute the "none" rows, dispersion and initial values with the
-//! structure kept fixed, and fit. The fork engine, mclapply, the serial loop
-//! and future workers all run this same function, so a replicate's result
-//! depends only on (plan, seed, replicate number).
+//! The bootstrap (spec section 5): the plan a fit keeps, one replicate
+//! (resample tokens within cells, recompute the "none" rows, dispersion and
+//! initial values with the structure kept fixed, and fit), and a batch of
+//! replicates on the fork engine. The fork engine, mclapply, the serial loop
+//! and future workers all run [`Plan::run_replicate`], so a replicate's
+//! result depends only on (plan, seed, replicate number).
 
-use crate::fit::{FitResult, FitSettings};
+use crate::checkpoint::{self, Entry};
+use crate::engine::{self, procmem, PoolOptions, TaskRecord};
+use crate::error::{Error, Result};
 use crate::model::Model;
-use crate::pipeline::fit_structure;
+use crate::outcome::{FitSummary, Outcome, ProcessStats};
+use crate::pipeline::{fit_structure, PipelineSettings};
 use crate::streams::TaskStream;
 use crate::structure::DetectedStructure;
-use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Instant;
 
-/// Everything a replicate needs; it travels to workers as bytes.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct BootstrapPlan {
-    /// The full-data model, its structure included.
-    pub model: Model,
-    /// Degrees and change points of the full-data fit, kept for every replicate.
-    pub detected: DetectedStructure,
-    pub fit: FitSettings,
+/// What a fit keeps so that it can be bootstrapped and predicted later. One
+/// variant per likelihood; [`crate::saved`] stores it.
+#[derive(Clone, Debug)]
+pub(crate) enum Plan {
+    /// The warped-sigmoid model with its detected structure.
+    WarpedSigmoid(WarpedSigmoidPlan),
 }
 
-impl BootstrapPlan {
-    pub fn to_bytes(&self) -> Result<Vec<u8>, String> {
-        bincode::serde::encode_to_vec(self, bincode::config::standard())
-            .map_err(|e| format!("cannot serialise the bootstrap plan: {e}"))
+/// Everything a replicate of the warped-sigmoid model needs.
+#[derive(Clone, Debug)]
+pub(crate) struct WarpedSigmoidPlan {
+    /// The full-data model, its structure included.
+    pub(crate) model: Model,
+    /// Degrees and change points of the full-data fit, kept for every replicate.
+    pub(crate) detected: DetectedStructure,
+    pub(crate) settings: PipelineSettings,
+}
+
+impl Plan {
+    /// The model whose parameters the plan's fits estimate.
+    pub(crate) fn model(&self) -> &Model {
+        match self {
+            Plan::WarpedSigmoid(plan) => &plan.model,
+        }
     }
 
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
-        crate::codec::decode_exact(bytes, "the bootstrap plan")
+    /// Runs replicate `replicate` (from 1) of the bootstrap seeded with `seed`.
+    pub(crate) fn run_replicate(
+        &self,
+        seed: u64,
+        replicate: usize,
+    ) -> std::result::Result<FitSummary, String> {
+        match self {
+            Plan::WarpedSigmoid(plan) => plan.run_replicate(seed, replicate),
+        }
     }
 }
 
 /// Random streams of replicate `r` (numbered from 1): tokens are redrawn
 /// from stream 2r and the starting warping factors from stream 2r + 1, so
 /// neither collides with the other nor with the full-data fit (stream 0).
-pub fn resampling_stream(replicate: usize) -> u64 {
+fn resampling_stream(replicate: usize) -> u64 {
     2 * replicate as u64
 }
 
-pub fn warp_stream(replicate: usize) -> u64 {
+fn warp_stream(replicate: usize) -> u64 {
     2 * replicate as u64 + 1
 }
 
-/// Runs replicate `replicate` (from 1) of the bootstrap seeded with `seed`.
-pub fn run_replicate(
-    plan: &BootstrapPlan,
-    seed: u64,
-    replicate: usize,
-) -> Result<FitResult, String> {
-    if replicate == 0 {
-        return Err("replicates are numbered from 1".into());
+impl WarpedSigmoidPlan {
+    fn run_replicate(
+        &self,
+        seed: u64,
+        replicate: usize,
+    ) -> std::result::Result<FitSummary, String> {
+        if replicate == 0 {
+            return Err("replicates are numbered from 1".into());
+        }
+        let mut model = self.model.clone();
+        let mut stream = TaskStream::new(seed, resampling_stream(replicate));
+        model
+            .table_mut()
+            .resample_pools(|n| stream.below(n as u64) as usize)?;
+        let (_, _, result) = fit_structure(
+            &model,
+            &self.detected,
+            &self.settings,
+            seed,
+            warp_stream(replicate),
+        )?;
+        Ok(result)
     }
-    let mut model = plan.model.clone();
-    let mut stream = TaskStream::new(seed, resampling_stream(replicate));
-    model
-        .table_mut()
-        .resample_pools(|n| stream.below(n as u64) as usize)?;
-    let (_, _, result) = fit_structure(
-        &model,
-        &plan.detected,
-        &plan.fit,
-        seed,
-        warp_stream(replicate),
-    )?;
-    Ok(result)
+}
+
+/// The outcome of a replicate run in this process, timed and with this
+/// process's memory (the serial, mclapply and future backends).
+pub(crate) fn replicate_here(plan: &Plan, seed: u64, replicate: usize, trim: bool) -> Outcome {
+    let started = Instant::now();
+    let fit = plan
+        .run_replicate(seed, replicate)
+        .map_err(|message| format!("error: {message}"));
+    if trim {
+        procmem::trim_heap();
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let memory = procmem::snapshot_self();
+    Outcome {
+        replicate,
+        fit,
+        process: ProcessStats {
+            seconds: Some(seconds),
+            pid: i32::try_from(std::process::id()).ok(),
+            peak_rss_mb: memory.peak_rss_mb,
+            pss_mb: memory.pss_mb,
+            private_dirty_mb: memory.private_dirty_mb,
+        },
+    }
+}
+
+/// The outcome of a replicate as the fork engine recorded it.
+fn outcome_of(record: &TaskRecord<FitSummary>) -> Outcome {
+    Outcome {
+        replicate: record.task,
+        fit: record
+            .outcome
+            .clone()
+            .map_err(|failure| failure.to_string()),
+        process: ProcessStats {
+            seconds: Some(record.seconds).filter(|s| s.is_finite()),
+            pid: Some(record.pid).filter(|&p| p > 0),
+            peak_rss_mb: record.memory.peak_rss_mb,
+            pss_mb: record.memory.pss_mb,
+            private_dirty_mb: record.memory.private_dirty_mb,
+        },
+    }
+}
+
+/// Where a batch appends its outcomes as they arrive.
+pub(crate) struct CheckpointTarget<'a> {
+    pub(crate) path: &'a Path,
+    /// Fingerprint of the plan, stored with every entry.
+    pub(crate) plan_hash: u64,
+    /// The seed as R gave it, stored with every entry.
+    pub(crate) seed: f64,
+}
+
+/// A batch's outcomes, in the order of the replicate numbers.
+#[derive(Debug)]
+pub(crate) struct BatchResult {
+    pub(crate) outcomes: Vec<Outcome>,
+    /// Ctrl-C stopped the run; unfinished replicates failed with "interrupted".
+    pub(crate) interrupted: bool,
+    /// The first checkpoint write that failed, if any (the run went on).
+    pub(crate) checkpoint_error: Option<String>,
+}
+
+/// A batch of replicates for the fork engine.
+pub(crate) struct BatchRun<'a> {
+    pub(crate) plan: &'a Plan,
+    pub(crate) seed: u64,
+    /// Replicate numbers, from 1.
+    pub(crate) replicates: &'a [usize],
+    pub(crate) options: &'a PoolOptions,
+    /// Return freed heap to the system after each replicate.
+    pub(crate) trim: bool,
+    pub(crate) checkpoint: Option<CheckpointTarget<'a>>,
+}
+
+impl BatchRun<'_> {
+    /// Runs the replicates on the fork engine. With a checkpoint (a file
+    /// prepared by [`checkpoint::open`]), the parent appends every outcome to
+    /// it, fsync'd, as it arrives; `on_outcome` is told too (for progress).
+    /// An interrupt returns the outcomes finished so far with `interrupted` set.
+    pub(crate) fn run(
+        &self,
+        interrupted: impl FnMut() -> bool,
+        mut on_outcome: impl FnMut(&Outcome),
+    ) -> Result<BatchResult> {
+        let mut appender = match &self.checkpoint {
+            Some(target) => Some(checkpoint::Appender::new(target.path).map_err(Error::from)?),
+            None => None,
+        };
+        let mut checkpoint_error: Option<String> = None;
+        let (plan, seed, trim) = (self.plan, self.seed, self.trim);
+        let batch = engine::run_tasks(
+            self.replicates,
+            self.options,
+            |context| {
+                #[cfg(feature = "test-hooks")]
+                crate::faults::strike_armed(context.task);
+                let result = plan.run_replicate(seed, context.task);
+                if trim {
+                    procmem::trim_heap();
+                }
+                result
+            },
+            interrupted,
+            |record| {
+                let outcome = outcome_of(record);
+                if let (Some(writer), Some(target), None) =
+                    (appender.as_mut(), &self.checkpoint, &checkpoint_error)
+                {
+                    let entry = Entry {
+                        plan_hash: target.plan_hash,
+                        seed: target.seed,
+                        outcome: outcome.clone(),
+                    };
+                    if let Err(e) = writer.append(&entry) {
+                        checkpoint_error = Some(format!("replicate {}: {e}", record.task));
+                    }
+                }
+                on_outcome(&outcome);
+            },
+        )?;
+        Ok(BatchResult {
+            outcomes: batch.records.iter().map(outcome_of).collect(),
+            interrupted: batch.interrupted,
+            checkpoint_error,
+        })
+    }
 }

@@ -1,136 +1,83 @@
 //! Durable, append-only checkpoint files for resumable bootstraps.
 //!
-//! A checkpoint is the 8-byte file magic `WISPCKP1` followed by frames, one
-//! per finished replicate, each appended with a single `write` under an
-//! exclusive `flock` and made durable with `fsync` before the writer goes on.
-//! A frame is
-//!
-//! ```text
-//! "WCKF" | payload length (u64, LE) | FNV-1a-64 of (length bytes ++ payload) (u64, LE) | payload
-//! ```
-//!
-//! and its payload is an [`Entry`] in bincode. A reader checks every frame's
-//! magic, length and checksum. A frame that fails (a tail cut short by a
-//! crash or a full disk, or bytes damaged in place) is skipped: the reader
-//! searches forward for the next frame that checks out, so only the
-//! replicates in damaged bytes are lost. [`open`] rewrites a damaged file
-//! (to a temporary file that is fsync'd and renamed over it) before new
-//! frames are appended.
+//! A checkpoint is the 8-byte file magic [`FILE_MAGIC`] followed by frames
+//! ([`crate::codec`]; magic `WCKF`), one per finished replicate, each
+//! appended with a single `write` under an exclusive `flock` and made durable
+//! with `fsync` before the writer goes on. A frame's payload is an [`Entry`]
+//! in bincode: the replicate's [`Outcome`] with the fingerprint of its plan
+//! and its seed. A reader checks every frame's magic, length and checksum. A
+//! frame that fails (a tail cut short by a crash or a full disk, or bytes
+//! damaged in place) is skipped: the reader searches forward for the next
+//! frame that checks out, so only the replicates in damaged bytes are lost.
+//! [`open`] rewrites a damaged file (to a temporary file that is fsync'd and
+//! renamed over it) before new frames are appended.
 //!
 //! Several processes may append to one file at once (the forked workers of
 //! `mclapply`, the fork engine's parent, a serial loop): every append takes
 //! the lock, so frames never interleave. Rewriting is not coordinated with
 //! appenders; one bootstrap run per checkpoint file at a time.
+//!
+//! The file magic carries the format's number: a change to [`Entry`] (or to
+//! [`Outcome`]) needs a new one, and files of older formats are refused with
+//! a message that says so (see [`OLDER_MAGICS`]).
 
+use crate::codec::{encode_frame, frame_payload};
+use crate::error::Error;
+use crate::outcome::Outcome;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-/// The first bytes of every checkpoint file.
-pub const FILE_MAGIC: &[u8; 8] = b"WISPCKP1";
+/// The first bytes of every checkpoint file: "WISPCKP" and the format number.
+pub(crate) const FILE_MAGIC: &[u8; 8] = b"WISPCKP2";
+/// Magics of older formats, with the version that wrote them.
+const OLDER_MAGICS: &[(&[u8; 8], &str)] = &[(b"WISPCKP1", "wispack 0.1.0 before format 2")];
 const FRAME_MAGIC: &[u8; 4] = b"WCKF";
-const FRAME_HEADER_BYTES: usize = 4 + 8 + 8;
 /// Longest payload a reader accepts (a damaged length field can claim anything).
 const MAX_PAYLOAD_BYTES: u64 = 1 << 36;
 
-/// FNV-1a, 64 bits, over the concatenation of `parts`.
-pub fn fnv1a64(parts: &[&[u8]]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for &byte in *part {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    hash
-}
-
-/// The fitted values of a replicate that succeeded.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FitSummary {
-    pub parameters: Vec<f64>,
-    pub penalized_nll: f64,
-    pub nll: f64,
-    pub code: String,
-    pub converged: bool,
-    pub evaluations: i32,
-}
-
 /// One finished replicate, as stored in a frame.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// Fingerprint of the bootstrap plan (the fit) the replicate belongs to.
-    pub plan_hash: u64,
+    pub(crate) plan_hash: u64,
     /// The bootstrap seed, as R gave it.
-    pub seed: f64,
-    /// Replicate number, from 1.
-    pub replicate: u32,
-    /// `None` when the replicate failed, with `reason` saying why.
-    pub fit: Option<FitSummary>,
-    pub reason: Option<String>,
-    pub seconds: Option<f64>,
-    pub pid: Option<i32>,
-    pub peak_rss_mb: Option<f64>,
-    pub pss_mb: Option<f64>,
-    pub private_dirty_mb: Option<f64>,
+    pub(crate) seed: f64,
+    pub(crate) outcome: Outcome,
 }
 
 /// A stretch of a checkpoint file that held no valid frame.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Damage {
+pub(crate) struct Damage {
     /// Byte offset in the file.
-    pub offset: u64,
-    pub length: u64,
+    pub(crate) offset: u64,
+    pub(crate) length: u64,
     /// Whether the stretch runs to the end of the file (a cut-short tail).
-    pub at_end: bool,
+    pub(crate) at_end: bool,
 }
 
 /// What a reader found in a checkpoint file.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Contents {
-    pub entries: Vec<Entry>,
-    pub damage: Vec<Damage>,
+pub(crate) struct Contents {
+    pub(crate) entries: Vec<Entry>,
+    pub(crate) damage: Vec<Damage>,
     /// Whether the file existed (with at least part of its magic).
-    pub existed: bool,
-}
-
-fn bincode_config() -> bincode::config::Configuration {
-    bincode::config::standard()
+    pub(crate) existed: bool,
 }
 
 /// The bytes of one frame holding `entry`.
-pub fn encode_frame(entry: &Entry) -> Result<Vec<u8>, String> {
-    let payload = bincode::serde::encode_to_vec(entry, bincode_config())
+pub(crate) fn encode_entry(entry: &Entry) -> Result<Vec<u8>, String> {
+    let payload = bincode::serde::encode_to_vec(entry, bincode::config::standard())
         .map_err(|e| format!("cannot encode a checkpoint entry: {e}"))?;
-    let length = (payload.len() as u64).to_le_bytes();
-    let checksum = fnv1a64(&[&length, &payload]).to_le_bytes();
-    let mut frame = Vec::with_capacity(FRAME_HEADER_BYTES + payload.len());
-    frame.extend_from_slice(FRAME_MAGIC);
-    frame.extend_from_slice(&length);
-    frame.extend_from_slice(&checksum);
-    frame.extend_from_slice(&payload);
-    Ok(frame)
+    Ok(encode_frame(FRAME_MAGIC, &payload))
 }
 
 /// The entry in the frame starting at `bytes[0]`, and the frame's length;
 /// `None` when there is no valid frame there.
 fn frame_at(bytes: &[u8]) -> Option<(Entry, usize)> {
-    if bytes.len() < FRAME_HEADER_BYTES || &bytes[..4] != FRAME_MAGIC {
-        return None;
-    }
-    let length_bytes: [u8; 8] = bytes[4..12].try_into().ok()?;
-    let length = u64::from_le_bytes(length_bytes);
-    if length > MAX_PAYLOAD_BYTES {
-        return None;
-    }
-    let end = FRAME_HEADER_BYTES.checked_add(usize::try_from(length).ok()?)?;
-    let payload = bytes.get(FRAME_HEADER_BYTES..end)?;
-    let checksum = u64::from_le_bytes(bytes[12..20].try_into().ok()?);
-    if fnv1a64(&[&length_bytes, payload]) != checksum {
-        return None;
-    }
+    let (payload, end) = frame_payload(FRAME_MAGIC, bytes, MAX_PAYLOAD_BYTES).ok()?;
     let entry = crate::codec::decode_exact::<Entry>(payload, "a checkpoint entry").ok()?;
     Some((entry, end))
 }
@@ -145,7 +92,7 @@ fn find_magic(bytes: &[u8], from: usize) -> Option<usize> {
 
 /// Parses the frames of a checkpoint file's bytes (after its magic), which
 /// start at byte `base` of the file.
-pub fn parse_frames(bytes: &[u8], base: u64) -> (Vec<Entry>, Vec<Damage>) {
+pub(crate) fn parse_frames(bytes: &[u8], base: u64) -> (Vec<Entry>, Vec<Damage>) {
     let mut entries = Vec::new();
     let mut damage = Vec::new();
     let mut at = 0usize;
@@ -181,9 +128,13 @@ pub fn parse_frames(bytes: &[u8], base: u64) -> (Vec<Entry>, Vec<Damage>) {
 
 /// Why a checkpoint cannot be used at all.
 #[derive(Debug, PartialEq)]
-pub enum CheckpointError {
+pub(crate) enum CheckpointError {
     /// The file exists but is not a wispack checkpoint; it is left alone.
     NotCheckpoint(String),
+    /// The file is a checkpoint of an older format (path, who wrote it); it is left alone.
+    OlderFormat(String, &'static str),
+    /// The path names something other than a regular file (a device, say).
+    NotRegularFile(String),
     Io(String),
 }
 
@@ -194,7 +145,22 @@ impl std::fmt::Display for CheckpointError {
                 f,
                 "'{path}' exists and is not a wispack checkpoint (it was left unchanged)"
             ),
+            CheckpointError::OlderFormat(path, writer) => write!(
+                f,
+                "'{path}' is a checkpoint written by {writer}, whose format this version \
+                 cannot read (it was left unchanged); use a new path, or delete the file"
+            ),
+            CheckpointError::NotRegularFile(path) => write!(f, "'{path}' is not a regular file"),
             CheckpointError::Io(message) => f.write_str(message),
+        }
+    }
+}
+
+impl From<CheckpointError> for Error {
+    fn from(error: CheckpointError) -> Self {
+        match error {
+            CheckpointError::Io(_) => Error::system(error.to_string()),
+            _ => Error::input(error.to_string()),
         }
     }
 }
@@ -204,17 +170,14 @@ fn io_error(what: &str, path: &Path, error: std::io::Error) -> CheckpointError {
 }
 
 /// Reads a checkpoint file; a missing file is empty.
-pub fn read(path: &Path) -> Result<Contents, CheckpointError> {
+pub(crate) fn read(path: &Path) -> Result<Contents, CheckpointError> {
     let mut bytes = Vec::new();
     match File::open(path) {
         Ok(mut file) => {
             let metadata = file.metadata().map_err(|e| io_error("inspect", path, e))?;
             if !metadata.is_file() {
                 // A device such as /dev/zero would never end.
-                return Err(CheckpointError::Io(format!(
-                    "'{}' is not a regular file",
-                    path.display()
-                )));
+                return Err(CheckpointError::NotRegularFile(path.display().to_string()));
             }
             file.read_to_end(&mut bytes)
                 .map_err(|e| io_error("read", path, e))?;
@@ -224,6 +187,12 @@ pub fn read(path: &Path) -> Result<Contents, CheckpointError> {
     }
     let magic_len = bytes.len().min(FILE_MAGIC.len());
     if bytes[..magic_len] != FILE_MAGIC[..magic_len] {
+        if let Some((_, writer)) = OLDER_MAGICS.iter().find(|(m, _)| bytes.starts_with(&m[..])) {
+            return Err(CheckpointError::OlderFormat(
+                path.display().to_string(),
+                writer,
+            ));
+        }
         return Err(CheckpointError::NotCheckpoint(path.display().to_string()));
     }
     if bytes.len() < FILE_MAGIC.len() {
@@ -271,7 +240,7 @@ fn write_whole(path: &Path, entries: &[Entry]) -> Result<(), CheckpointError> {
         let mut file = File::create(&temporary).map_err(|e| io_error("create", &temporary, e))?;
         let mut bytes = FILE_MAGIC.to_vec();
         for entry in entries {
-            bytes.extend(encode_frame(entry).map_err(CheckpointError::Io)?);
+            bytes.extend(encode_entry(entry).map_err(CheckpointError::Io)?);
         }
         file.write_all(&bytes)
             .map_err(|e| io_error("write", &temporary, e))?;
@@ -289,7 +258,7 @@ fn write_whole(path: &Path, entries: &[Entry]) -> Result<(), CheckpointError> {
 /// Opens a checkpoint for a run: creates it when absent, and rewrites it
 /// without its damaged bytes when some frames were damaged. Returns what it
 /// held (the damage as found, before the rewrite).
-pub fn open(path: &Path) -> Result<Contents, CheckpointError> {
+pub(crate) fn open(path: &Path) -> Result<Contents, CheckpointError> {
     let contents = read(path)?;
     if !contents.existed || !contents.damage.is_empty() {
         write_whole(path, &contents.entries)?;
@@ -298,14 +267,14 @@ pub fn open(path: &Path) -> Result<Contents, CheckpointError> {
 }
 
 /// Appends frames to a checkpoint file, durably.
-pub struct Appender {
+pub(crate) struct Appender {
     file: File,
     path: PathBuf,
 }
 
 impl Appender {
     /// Opens an existing checkpoint (made by [`open`]) for appending.
-    pub fn new(path: &Path) -> Result<Self, CheckpointError> {
+    pub(crate) fn new(path: &Path) -> Result<Self, CheckpointError> {
         let file = OpenOptions::new()
             .append(true)
             .open(path)
@@ -317,8 +286,8 @@ impl Appender {
     }
 
     /// Appends one entry and returns once it is on disk.
-    pub fn append(&mut self, entry: &Entry) -> Result<(), CheckpointError> {
-        let frame = encode_frame(entry).map_err(CheckpointError::Io)?;
+    pub(crate) fn append(&mut self, entry: &Entry) -> Result<(), CheckpointError> {
+        let frame = encode_entry(entry).map_err(CheckpointError::Io)?;
         let fd = self.file.as_raw_fd();
         // SAFETY: flock on a descriptor we own; released below or when it closes.
         while unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
@@ -340,26 +309,35 @@ impl Appender {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::frame_header_bytes;
+    use crate::outcome::{FitSummary, ProcessStats};
 
     fn entry(replicate: u32, parameters: usize) -> Entry {
         Entry {
             plan_hash: 0xfeed,
             seed: 7.0,
-            replicate,
-            fit: Some(FitSummary {
-                parameters: (0..parameters).map(|i| i as f64 + 0.5).collect(),
-                penalized_nll: 1.5,
-                nll: 1.25,
-                code: "converged".into(),
-                converged: true,
-                evaluations: 17,
-            }),
-            reason: None,
-            seconds: Some(0.1),
-            pid: Some(42),
-            peak_rss_mb: None,
-            pss_mb: Some(3.0),
-            private_dirty_mb: None,
+            outcome: Outcome {
+                replicate: replicate as usize,
+                fit: Ok(FitSummary {
+                    parameters: (0..parameters).map(|i| i as f64 + 0.5).collect(),
+                    objective: 1.5,
+                    nll: 1.25,
+                    code: "converged".into(),
+                    converged: true,
+                    iterations: 12,
+                    evaluations: 17,
+                    max_gradient: 0.01,
+                    on_bound: 0,
+                    seconds: 0.05,
+                }),
+                process: ProcessStats {
+                    seconds: Some(0.1),
+                    pid: Some(42),
+                    peak_rss_mb: None,
+                    pss_mb: Some(3.0),
+                    private_dirty_mb: None,
+                },
+            },
         }
     }
 
@@ -385,13 +363,6 @@ mod tests {
         for e in entries {
             appender.append(e).unwrap();
         }
-    }
-
-    #[test]
-    fn fnv_matches_reference_values() {
-        assert_eq!(fnv1a64(&[b""]), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a64(&[b"a"]), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(fnv1a64(&[b"foo", b"bar"]), fnv1a64(&[b"foobar"]));
     }
 
     #[test]
@@ -433,15 +404,23 @@ mod tests {
         let entries: Vec<Entry> = (1..=5).map(|r| entry(r, 30)).collect();
         write_entries(&path, &entries);
         let clean = std::fs::read(&path).unwrap();
-        let frame_len = encode_frame(&entries[0]).unwrap().len();
+        let frame_len = encode_entry(&entries[0]).unwrap().len();
         let third = FILE_MAGIC.len() + 2 * frame_len;
         // A flipped payload byte, a flipped length byte, a flipped magic byte.
-        for offset in [third + FRAME_HEADER_BYTES + 5, third + 6, third + 1] {
+        for offset in [
+            third + frame_header_bytes(FRAME_MAGIC) + 5,
+            third + 6,
+            third + 1,
+        ] {
             let mut bytes = clean.clone();
             bytes[offset] ^= 0x5a;
             std::fs::write(&path, &bytes).unwrap();
             let contents = read(&path).unwrap();
-            let replicates: Vec<u32> = contents.entries.iter().map(|e| e.replicate).collect();
+            let replicates: Vec<usize> = contents
+                .entries
+                .iter()
+                .map(|e| e.outcome.replicate)
+                .collect();
             assert_eq!(replicates, vec![1, 2, 4, 5], "offset {offset}");
             assert_eq!(contents.damage.len(), 1);
             assert!(!contents.damage[0].at_end);
@@ -450,7 +429,7 @@ mod tests {
         // Garbage appended after a crash, then more frames: all good frames survive.
         let mut bytes = clean.clone();
         bytes.extend_from_slice(b"WCKF\xff\xff garbage");
-        bytes.extend(encode_frame(&entry(6, 30)).unwrap());
+        bytes.extend(encode_entry(&entry(6, 30)).unwrap());
         std::fs::write(&path, &bytes).unwrap();
         assert_eq!(read(&path).unwrap().entries.len(), 6);
         done(&path);
@@ -460,7 +439,7 @@ mod tests {
     fn devices_are_refused() {
         assert!(matches!(
             read(Path::new("/dev/zero")),
-            Err(CheckpointError::Io(_))
+            Err(CheckpointError::NotRegularFile(_))
         ));
     }
 
@@ -473,6 +452,13 @@ mod tests {
             Err(CheckpointError::NotCheckpoint(_))
         ));
         assert_eq!(std::fs::read(&path).unwrap(), b"count,bin\n1,2\n");
+        // A checkpoint of the previous format is refused, and left alone.
+        let older = b"WISPCKP1WCKF\x05\x00";
+        std::fs::write(&path, older).unwrap();
+        let error = open(&path).unwrap_err();
+        assert!(matches!(error, CheckpointError::OlderFormat(..)));
+        assert!(error.to_string().contains("wispack 0.1.0"), "{error}");
+        assert_eq!(std::fs::read(&path).unwrap(), older);
         // A file cut short inside its magic is an empty checkpoint.
         std::fs::write(&path, &FILE_MAGIC[..3]).unwrap();
         let contents = open(&path).unwrap();

@@ -1,4 +1,16 @@
-//! Decoding bincode bytes that may be corrupt without trusting their length fields.
+//! Checksummed frames and bounded decoding: how wispack stores bytes that
+//! may come back damaged (checkpoint files, saved fits).
+//!
+//! A frame is
+//!
+//! ```text
+//! magic | payload length (u64, LE) | FNV-1a-64 of (length bytes ++ payload) (u64, LE) | payload
+//! ```
+//!
+//! Checkpoints append one frame per replicate (magic `WCKF`); a saved fit or
+//! model is a single frame (magic `WISPSAVE`, see [`crate::saved`]). FNV-1a
+//! changes with every single-byte change of its input (each step is a
+//! bijection of the state), so a flipped byte never goes unnoticed.
 //!
 //! bincode allocates a string or byte vector of the length it reads before it
 //! reads the contents, so one flipped length byte in a saved `"wisp"` object or
@@ -9,6 +21,97 @@
 
 use serde::de::DeserializeOwned;
 
+/// FNV-1a, 64 bits, over the concatenation of `parts`.
+pub(crate) fn fnv1a64(parts: &[&[u8]]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for &byte in *part {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    hash
+}
+
+/// Bytes of a frame's length and checksum fields.
+const FRAME_FIELDS_BYTES: usize = 8 + 8;
+
+/// Bytes before the payload of a frame with this magic.
+pub(crate) fn frame_header_bytes(magic: &[u8]) -> usize {
+    magic.len() + FRAME_FIELDS_BYTES
+}
+
+/// The frame holding `payload`.
+pub(crate) fn encode_frame(magic: &[u8], payload: &[u8]) -> Vec<u8> {
+    let length = (payload.len() as u64).to_le_bytes();
+    let checksum = fnv1a64(&[&length, payload]).to_le_bytes();
+    let mut frame = Vec::with_capacity(frame_header_bytes(magic) + payload.len());
+    frame.extend_from_slice(magic);
+    frame.extend_from_slice(&length);
+    frame.extend_from_slice(&checksum);
+    frame.extend_from_slice(payload);
+    frame
+}
+
+/// Why the bytes at some position are not a valid frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FrameError {
+    /// They do not start with the magic.
+    Magic,
+    /// They end before the frame does.
+    Truncated,
+    /// The length field is larger than the reader accepts.
+    Length,
+    /// The checksum does not match the length and payload.
+    Checksum,
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FrameError::Magic => "it does not start with the expected magic bytes",
+            FrameError::Truncated => "it is cut short",
+            FrameError::Length => "its length field is implausible",
+            FrameError::Checksum => "its checksum does not match its contents",
+        })
+    }
+}
+
+/// The payload of the frame starting at `bytes[0]` and the frame's total
+/// length. Payloads longer than `max_payload` bytes are refused unread.
+pub(crate) fn frame_payload<'a>(
+    magic: &[u8],
+    bytes: &'a [u8],
+    max_payload: u64,
+) -> Result<(&'a [u8], usize), FrameError> {
+    let header = frame_header_bytes(magic);
+    if !bytes.starts_with(magic) {
+        return Err(if magic.starts_with(bytes) {
+            FrameError::Truncated
+        } else {
+            FrameError::Magic
+        });
+    }
+    let fields = bytes
+        .get(magic.len()..header)
+        .ok_or(FrameError::Truncated)?;
+    let length_bytes: [u8; 8] = fields[..8].try_into().map_err(|_| FrameError::Truncated)?;
+    let checksum_bytes: [u8; 8] = fields[8..].try_into().map_err(|_| FrameError::Truncated)?;
+    let length = u64::from_le_bytes(length_bytes);
+    if length > max_payload {
+        return Err(FrameError::Length);
+    }
+    let end = usize::try_from(length)
+        .ok()
+        .and_then(|length| header.checked_add(length))
+        .ok_or(FrameError::Length)?;
+    let payload = bytes.get(header..end).ok_or(FrameError::Truncated)?;
+    if fnv1a64(&[&length_bytes, payload]) != u64::from_le_bytes(checksum_bytes) {
+        return Err(FrameError::Checksum);
+    }
+    Ok((payload, end))
+}
+
 /// Bytes bincode may claim per input byte: a one-byte varint decodes to an
 /// 8-byte integer, and nothing decodes to more; doubled for headroom.
 const CLAIM_PER_BYTE: usize = 16;
@@ -18,7 +121,7 @@ const CLAIM_FLOOR: usize = 1 << 20;
 /// Decodes `bytes` as exactly one `T` (standard configuration, no trailing
 /// bytes), refusing any length field that claims more memory than the input
 /// could describe. `what` names the thing in error messages.
-pub fn decode_exact<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, String> {
+pub(crate) fn decode_exact<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, String> {
     let needed = bytes
         .len()
         .saturating_mul(CLAIM_PER_BYTE)
@@ -68,6 +171,45 @@ mod tests {
 
     fn encode(value: &Labelled) -> Vec<u8> {
         bincode::serde::encode_to_vec(value, bincode::config::standard()).unwrap()
+    }
+
+    #[test]
+    fn fnv_matches_reference_values() {
+        assert_eq!(fnv1a64(&[b""]), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(&[b"a"]), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(&[b"foo", b"bar"]), fnv1a64(&[b"foobar"]));
+    }
+
+    #[test]
+    fn frames_round_trip_and_every_damage_is_detected() {
+        let payload: Vec<u8> = (0..200u32).map(|i| (i * 7 % 251) as u8).collect();
+        let frame = encode_frame(b"TEST", &payload);
+        assert_eq!(frame.len(), frame_header_bytes(b"TEST") + payload.len());
+        assert_eq!(
+            frame_payload(b"TEST", &frame, 1 << 20),
+            Ok((&payload[..], frame.len()))
+        );
+        for at in 0..frame.len() {
+            for flip in [0x01u8, 0x80, 0xff] {
+                let mut damaged = frame.clone();
+                damaged[at] ^= flip;
+                assert!(
+                    frame_payload(b"TEST", &damaged, 1 << 20).is_err(),
+                    "byte {at}"
+                );
+            }
+        }
+        for cut in 0..frame.len() {
+            assert!(
+                frame_payload(b"TEST", &frame[..cut], 1 << 20).is_err(),
+                "cut {cut}"
+            );
+        }
+        assert_eq!(frame_payload(b"TEST", &frame, 10), Err(FrameError::Length));
+        assert_eq!(
+            frame_payload(b"OTHR", &frame, 1 << 20),
+            Err(FrameError::Magic)
+        );
     }
 
     #[test]

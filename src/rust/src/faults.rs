@@ -1,12 +1,36 @@
 //! Deliberate misbehaviour of chosen tasks, for testing how the engine and
 //! its callers cope with children that die, hang or run out of memory.
-//! Only ever enabled by tests (through an internal R option).
+//! Compiled only with the `test-hooks` feature: tests arm a plan with
+//! [`arm`] (from R, `wispack:::inject_faults()`), and the fork-backend
+//! bootstrap task calls [`strike_armed`] before each replicate.
 
 use std::collections::HashSet;
+use std::sync::Mutex;
+
+/// The plan armed for this process; forked children inherit it.
+static ARMED: Mutex<Option<FaultPlan>> = Mutex::new(None);
+
+/// Arms `plan` for the following fork-backend runs (`None` disarms).
+pub(crate) fn arm(plan: Option<FaultPlan>) {
+    *ARMED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner()) = plan;
+}
+
+/// Misbehaves as the armed plan says for `task`, if one is armed.
+pub(crate) fn strike_armed(task: usize) {
+    let plan = ARMED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .clone();
+    if let Some(plan) = plan {
+        plan.strike(task);
+    }
+}
 
 /// How a chosen task misbehaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Fault {
+pub(crate) enum Fault {
     /// The child is killed by SIGKILL.
     Kill,
     /// The child dies of a segmentation fault (SIGSEGV).
@@ -20,7 +44,7 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub fn from_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
         match name {
             "kill" => Some(Fault::Kill),
             "segfault" => Some(Fault::Segfault),
@@ -34,17 +58,17 @@ impl Fault {
 
 /// Which tasks misbehave, and how.
 #[derive(Clone, Debug, Default)]
-pub struct FaultPlan {
+pub(crate) struct FaultPlan {
     faults: Vec<(Fault, HashSet<usize>)>,
 }
 
 impl FaultPlan {
-    pub fn add(&mut self, fault: Fault, tasks: impl IntoIterator<Item = usize>) {
+    pub(crate) fn add(&mut self, fault: Fault, tasks: impl IntoIterator<Item = usize>) {
         self.faults.push((fault, tasks.into_iter().collect()));
     }
 
     /// Misbehaves as planned for `task`; returns normally when nothing is planned.
-    pub fn strike(&self, task: usize) {
+    pub(crate) fn strike(&self, task: usize) {
         for (fault, tasks) in &self.faults {
             if tasks.contains(&task) {
                 strike(*fault);

@@ -38,13 +38,13 @@
 
 use crate::model::objective::PSEUDO_INFINITY;
 use crate::model::{Component, Model, Objective, WarpKind};
+use crate::outcome::FitSummary;
 use argmin::core::{
     CostFunction, Error as ArgminError, Executor, Gradient, IterState, Problem, Solver, State,
     TerminationReason, TerminationStatus, KV,
 };
 use argmin::solver::linesearch::MoreThuenteLineSearch;
 use argmin::solver::quasinewton::LBFGS;
-use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -53,25 +53,25 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Instant;
 
 /// Largest accepted L-BFGS history; each entry holds two parameter-length vectors.
-pub const MAX_MEMORY: usize = 1000;
+pub(crate) const MAX_MEMORY: usize = 1000;
 
 /// Restarts from the best point allowed in one minimisation. Each restart
 /// follows a run that improved the best point, so this only bounds
 /// pathological zig-zagging; the evaluation budget bounds the rest.
-pub const MAX_RESTARTS: usize = 50;
+pub(crate) const MAX_RESTARTS: usize = 50;
 
 /// Value handed to the line search once a run must stop (see the module docs).
 const STOP_SENTINEL: f64 = f64::MIN;
 
 /// Settings of [`fit`] and [`repair_feasibility`].
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FitSettings {
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct FitSettings {
     /// Stop when |f_prev − f| ≤ ctol·|f| between successive iterations.
-    pub ctol: f64,
+    pub(crate) ctol: f64,
     /// Most distinct points at which the objective is evaluated.
-    pub max_evals: usize,
+    pub(crate) max_evals: usize,
     /// L-BFGS history length (pairs of steps and gradient changes kept).
-    pub memory: usize,
+    pub(crate) memory: usize,
 }
 
 impl Default for FitSettings {
@@ -85,7 +85,7 @@ impl Default for FitSettings {
 }
 
 impl FitSettings {
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if !(self.ctol.is_finite() && self.ctol > 0.0 && self.ctol < 1.0) {
             return Err(format!("ctol must be in (0, 1), got {}", self.ctol));
         }
@@ -103,8 +103,8 @@ impl FitSettings {
 }
 
 /// How a fit ended.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum FitCode {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum FitCode {
     /// The relative change of the objective fell to `ctol` or below (upstream code 3).
     Converged,
     /// `max_evals` evaluations were used first (upstream code 5).
@@ -115,7 +115,7 @@ pub enum FitCode {
 
 impl FitCode {
     /// "converged", "evaluation limit" or "failed: <reason>".
-    pub fn as_str(&self) -> Cow<'_, str> {
+    pub(crate) fn as_str(&self) -> Cow<'_, str> {
         match self {
             FitCode::Converged => Cow::Borrowed("converged"),
             FitCode::EvaluationLimit => Cow::Borrowed("evaluation limit"),
@@ -124,7 +124,7 @@ impl FitCode {
     }
 
     /// Only [`FitCode::Converged`] counts as converged (as upstream counts only FTOL_REACHED).
-    pub fn is_converged(&self) -> bool {
+    pub(crate) fn is_converged(&self) -> bool {
         matches!(self, FitCode::Converged)
     }
 }
@@ -135,35 +135,19 @@ impl fmt::Display for FitCode {
     }
 }
 
-/// Outcome of [`fit`]; serialisable so worker processes can send it back.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FitResult {
-    /// The best point evaluated.
-    pub parameters: Vec<f64>,
-    /// nll + barrier penalty at `parameters` (upstream "bnll").
-    pub penalized_nll: f64,
-    /// nll at `parameters`.
-    pub nll: f64,
-    pub code: FitCode,
-    /// Distinct points evaluated, the start included.
-    pub evaluations: usize,
-    /// Wall-clock seconds of the whole fit, setup included.
-    pub seconds: f64,
-}
-
 /// How the optimiser used the objective; for tests and diagnostics.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EvaluationDiagnostics {
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct EvaluationDiagnostics {
     /// Calls of argmin's cost function.
-    pub cost_calls: usize,
+    pub(crate) cost_calls: usize,
     /// Calls of argmin's gradient.
-    pub gradient_calls: usize,
+    pub(crate) gradient_calls: usize,
     /// Evaluations whose value was at or above the cap (a line search overshoot).
-    pub capped_evaluations: usize,
+    pub(crate) capped_evaluations: usize,
     /// Evaluations of a point evaluated before (detected by a hash of its bits); 0 when the cache works.
-    pub repeated_evaluations: usize,
+    pub(crate) repeated_evaluations: usize,
     /// L-BFGS restarts from the best point.
-    pub restarts: usize,
+    pub(crate) restarts: usize,
 }
 
 /// Fits the model from `start` by minimising nll + barrier penalty.
@@ -171,17 +155,23 @@ pub struct EvaluationDiagnostics {
 /// The barrier coefficients are set from `start` (spec §2.6), which must be
 /// strictly inside the boundaries with a finite nll. The returned point is
 /// the lowest objective evaluated; `nll` there costs one more pass, not
-/// counted in `evaluations`.
-pub fn fit(model: &Model, start: &[f64], settings: &FitSettings) -> Result<FitResult, String> {
+/// counted in `evaluations`. `max_gradient` is the largest |gradient| of the
+/// penalised objective at that point; no estimate sits on a bound (the
+/// barrier keeps them inside), so `on_bound` is 0.
+pub(crate) fn fit(
+    model: &Model,
+    start: &[f64],
+    settings: &FitSettings,
+) -> Result<FitSummary, String> {
     fit_with_diagnostics(model, start, settings).map(|(result, _)| result)
 }
 
 /// [`fit`], also reporting how the objective was used.
-pub fn fit_with_diagnostics(
+pub(crate) fn fit_with_diagnostics(
     model: &Model,
     start: &[f64],
     settings: &FitSettings,
-) -> Result<(FitResult, EvaluationDiagnostics), String> {
+) -> Result<(FitSummary, EvaluationDiagnostics), String> {
     let clock = Instant::now();
     settings.validate()?;
     check_point(model, start, "start")?;
@@ -206,12 +196,20 @@ pub fn fit_with_diagnostics(
     let best = tracker.best.clone();
     let nll = tracker.objective.objective.nll(&best.x)?;
     let diagnostics = tracker.diagnostics();
-    let result = FitResult {
+    let max_gradient = best
+        .gradient
+        .iter()
+        .fold(0.0, |max: f64, g| max.max(g.abs()));
+    let result = FitSummary {
         parameters: best.x,
-        penalized_nll: best.value,
+        objective: best.value,
         nll,
-        code,
+        code: code.to_string(),
+        converged: code.is_converged(),
+        iterations: tracker.iterations,
         evaluations: tracker.evaluations,
+        max_gradient,
+        on_bound: 0,
         seconds: clock.elapsed().as_secs_f64(),
     };
     Ok((result, diagnostics))
@@ -285,6 +283,8 @@ struct Tracker<S> {
     /// (cached) point, which would not consume the evaluation budget.
     max_calls: usize,
     evaluations: usize,
+    /// L-BFGS iterations, over all restarts.
+    iterations: usize,
     cost_calls: usize,
     gradient_calls: usize,
     capped_evaluations: usize,
@@ -313,6 +313,7 @@ impl<S: SmoothObjective> Tracker<S> {
             max_evals,
             max_calls: max_evals.saturating_mul(20).saturating_add(100),
             evaluations: 0,
+            iterations: 0,
             cost_calls: 0,
             gradient_calls: 0,
             capped_evaluations: 0,
@@ -502,6 +503,7 @@ impl<'t, S: SmoothObjective> Solver<CachedProblem<'t, S>, LbfgsState> for Guarde
         let previous_cost = state.get_cost();
         let (state, kv) = self.inner.next_iter(problem, state)?;
         let mut tracker = self.tracker.borrow_mut();
+        tracker.iterations += 1;
         let cost = state.get_cost();
         // False for NaN as well.
         let decreased = cost < previous_cost;
@@ -600,24 +602,24 @@ fn minimise<S: SmoothObjective>(
 }
 
 /// What [`repair_feasibility`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RepairOutcome {
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct RepairOutcome {
     /// Whether the point was feasible before any change (then it is untouched).
-    pub feasible_at_start: bool,
+    pub(crate) feasible_at_start: bool,
     /// Repair attempts made (0 when feasible at start; at most [`REPAIR_ATTEMPTS`]).
-    pub attempts: usize,
+    pub(crate) attempts: usize,
     /// Whether the returned point is feasible.
-    pub feasible: bool,
+    pub(crate) feasible: bool,
     /// Smallest boundary distance at the returned point.
-    pub min_distance: f64,
+    pub(crate) min_distance: f64,
 }
 
 /// Attempts made by [`repair_feasibility`], as upstream.
-pub const REPAIR_ATTEMPTS: usize = 6;
+pub(crate) const REPAIR_ATTEMPTS: usize = 6;
 
 /// The distance maximisation stops once every boundary distance is at least
 /// this (upstream's NLopt stopval).
-pub const REPAIR_TARGET_DISTANCE: f64 = 0.01;
+pub(crate) const REPAIR_TARGET_DISTANCE: f64 = 0.01;
 
 /// Soft-min temperature rounds per distance maximisation (see [`repair_feasibility`]).
 const SOFT_MIN_ROUNDS: usize = 4;
@@ -652,7 +654,7 @@ const SOFT_MIN_ROUNDS: usize = 4;
 ///
 /// Errors only on a wrong length, non-finite values or invalid settings.
 /// `x` is taken as a slice (`&mut vec` coerces to it): its length never changes.
-pub fn repair_feasibility(
+pub(crate) fn repair_feasibility(
     model: &Model,
     x: &mut [f64],
     settings: &FitSettings,
@@ -942,14 +944,15 @@ mod tests {
                 result.evaluations,
                 result.seconds,
                 start_value,
-                result.penalized_nll,
+                result.objective,
                 result.code,
                 diagnostics
             );
-            assert_eq!(result.code, FitCode::Converged, "seed {seed}");
-            assert!(result.penalized_nll < start_value, "seed {seed}");
+            assert_eq!(result.code, FitCode::Converged.to_string(), "seed {seed}");
+            assert!(result.converged, "seed {seed}");
+            assert!(result.objective < start_value, "seed {seed}");
             assert_eq!(
-                result.penalized_nll,
+                result.objective,
                 penalized_value(model, &start, &result.parameters)
             );
             assert_eq!(
@@ -993,11 +996,11 @@ mod tests {
             let precise = fit(model, &start, &tight).unwrap();
             eprintln!(
                 "seed {seed}: tight fit {} ({}, {} evaluations)",
-                precise.penalized_nll, precise.code, precise.evaluations
+                precise.objective, precise.code, precise.evaluations
             );
-            assert!(precise.penalized_nll <= result.penalized_nll);
+            assert!(precise.objective <= result.objective);
             assert!(
-                result.penalized_nll - precise.penalized_nll <= 1e-3 * precise.penalized_nll.abs(),
+                result.objective - precise.objective <= 1e-3 * precise.objective.abs(),
                 "seed {seed}"
             );
         }
@@ -1025,8 +1028,8 @@ mod tests {
             result.code,
             diagnostics
         );
-        assert!(result.code.is_converged(), "{}", result.code);
-        assert!(result.penalized_nll < penalized_value(model, &start, &start));
+        assert!(result.converged, "{}", result.code);
+        assert!(result.objective < penalized_value(model, &start, &start));
         assert_eq!(diagnostics.repeated_evaluations, 0);
     }
 
@@ -1079,8 +1082,8 @@ mod tests {
                 result.code,
                 diagnostics
             );
-            assert!(result.penalized_nll < penalized_value(model, &start, &start));
-            assert!(result.code.is_converged(), "seed {seed}: {}", result.code);
+            assert!(result.objective < penalized_value(model, &start, &start));
+            assert!(result.converged, "seed {seed}: {}", result.code);
         }
     }
 
@@ -1215,14 +1218,15 @@ mod tests {
             let result = fit(&case.model, &start, &settings).unwrap();
             assert_eq!(
                 result.code,
-                FitCode::EvaluationLimit,
+                FitCode::EvaluationLimit.to_string(),
                 "max_evals {max_evals}"
             );
+            assert!(!result.converged);
             // No margin is needed: past the limit the line search is handed
             // a sentinel instead of a new evaluation.
             assert!(result.evaluations <= max_evals, "max_evals {max_evals}");
-            assert!(result.penalized_nll.is_finite());
-            assert!(result.penalized_nll <= penalized_value(&case.model, &start, &start));
+            assert!(result.objective.is_finite());
+            assert!(result.objective <= penalized_value(&case.model, &start, &start));
         }
     }
 
@@ -1303,10 +1307,10 @@ mod tests {
             fit_with_diagnostics(model, &start, &FitSettings::default()).unwrap();
         eprintln!("{:?}, {:?}", result.code, diagnostics);
         assert!(diagnostics.capped_evaluations > 0);
-        assert!(result.penalized_nll.is_finite() && result.penalized_nll < PSEUDO_INFINITY);
-        assert!(result.penalized_nll < start_value);
+        assert!(result.objective.is_finite() && result.objective < PSEUDO_INFINITY);
+        assert!(result.objective < start_value);
         assert!(!objective.is_capped(&result.parameters).unwrap());
-        assert!(result.code.is_converged(), "{}", result.code);
+        assert!(result.converged, "{}", result.code);
     }
 
     #[test]
@@ -1322,20 +1326,23 @@ mod tests {
     }
 
     #[test]
-    fn fit_results_survive_a_bincode_round_trip() {
-        let result = FitResult {
-            parameters: vec![1.5, -2.0, 1e-300],
-            penalized_nll: 123.25,
-            nll: 120.0,
-            code: FitCode::Failed("no decrease".to_string()),
-            evaluations: 42,
-            seconds: 0.5,
-        };
-        let config = bincode::config::standard();
-        let bytes = bincode::serde::encode_to_vec(&result, config).unwrap();
-        let (back, _): (FitResult, usize) =
-            bincode::serde::decode_from_slice(&bytes, config).unwrap();
-        assert_eq!(back, result);
+    fn the_summary_reports_iterations_and_the_gradient_at_the_estimate() {
+        let case = build_case(13, 1, 2, vec![1, 2], binary_factor(), 3);
+        let start = perturbed(&case.truth, 13, 0.1);
+        let result = fit(&case.model, &start, &FitSettings::default()).unwrap();
+        assert!(result.iterations >= 1 && result.iterations <= result.evaluations);
+        assert_eq!(result.on_bound, 0);
+        // The gradient criterion, recomputed at the estimate.
+        let mut objective = Objective::new(&case.model);
+        objective.set_penalty_coefficients(&start).unwrap();
+        let mut gradient = vec![0.0; start.len()];
+        let value = objective
+            .value_and_gradient(&result.parameters, &mut gradient)
+            .unwrap();
+        assert_eq!(value, result.objective);
+        let largest = gradient.iter().fold(0.0, |m: f64, g| m.max(g.abs()));
+        assert_eq!(result.max_gradient, largest);
+        assert!(result.max_gradient > 0.0 && result.max_gradient.is_finite());
     }
 
     fn is_feasible(model: &Model, x: &[f64]) -> bool {
@@ -1390,7 +1397,7 @@ mod tests {
             assert!(is_feasible(model, &x), "{what}");
             // The repaired point can start a fit.
             let result = fit(model, &x, &FitSettings::default()).unwrap();
-            assert!(result.penalized_nll < PSEUDO_INFINITY, "{what}");
+            assert!(result.objective < PSEUDO_INFINITY, "{what}");
         }
     }
 

@@ -2,29 +2,45 @@
 //! initial values, feasibility repair and the L-BFGS fit (spec sections 3
 //! and 4), and the LRO grid search over detection settings (3.4).
 
-use crate::fit::{fit, repair_feasibility, FitResult, FitSettings, RepairOutcome};
+use crate::engine::{self, PoolOptions};
+use crate::error::Error;
+use crate::fit::{fit, repair_feasibility, FitSettings, RepairOutcome};
 use crate::model::{Model, Structure};
+use crate::outcome::{FitSummary, Outcome, ProcessStats};
 use crate::structure::{
-    detect_structure, initial_parameters_with_stream, DetectedStructure, DetectionSettings,
+    detect_structure, initial_parameters, DetectedStructure, DetectionSettings, StartSettings,
 };
-use serde::{Deserialize, Serialize};
 
 /// Random stream of the full-data fit's starting warping factors.
 /// Bootstrap replicates use other streams (see [`crate::bootstrap`]).
-pub const FULL_FIT_WARP_STREAM: u64 = 0;
+pub(crate) const FULL_FIT_WARP_STREAM: u64 = 0;
+
+/// What the steps after detection need: how to start and how to fit.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct PipelineSettings {
+    pub(crate) start: StartSettings,
+    pub(crate) fit: FitSettings,
+}
+
+impl PipelineSettings {
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        self.start.validate()?;
+        self.fit.validate()
+    }
+}
 
 /// The model with a structure, where it started and how the fit went.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StructuredFit {
-    pub model: Model,
-    pub detected: DetectedStructure,
-    pub start: Vec<f64>,
-    pub repair: RepairOutcome,
-    pub fit: FitResult,
+#[derive(Clone, Debug)]
+pub(crate) struct StructuredFit {
+    pub(crate) model: Model,
+    pub(crate) detected: DetectedStructure,
+    pub(crate) start: Vec<f64>,
+    pub(crate) repair: RepairOutcome,
+    pub(crate) fit: FitSummary,
 }
 
 /// The same data and design with other degrees.
-pub fn with_structure(base: &Model, structure: Structure) -> Result<Model, String> {
+pub(crate) fn with_structure(base: &Model, structure: Structure) -> Result<Model, String> {
     Model::new(
         base.table().clone(),
         base.design().clone(),
@@ -35,36 +51,36 @@ pub fn with_structure(base: &Model, structure: Structure) -> Result<Model, Strin
 
 /// Initial values (with warps from `warp_stream`), feasibility repair and fit
 /// for a model whose structure was already detected.
-pub fn fit_structure(
+pub(crate) fn fit_structure(
     model: &Model,
     detected: &DetectedStructure,
-    fit_settings: &FitSettings,
+    settings: &PipelineSettings,
     seed: u64,
     warp_stream: u64,
-) -> Result<(Vec<f64>, RepairOutcome, FitResult), String> {
-    let mut start = initial_parameters_with_stream(model, detected, seed, warp_stream)?;
-    let repair = repair_feasibility(model, &mut start, fit_settings)?;
+) -> Result<(Vec<f64>, RepairOutcome, FitSummary), String> {
+    let mut start = initial_parameters(model, detected, &settings.start, seed, warp_stream)?;
+    let repair = repair_feasibility(model, &mut start, &settings.fit)?;
     if !repair.feasible {
         return Err(format!(
             "no feasible starting point after {} repair attempts (smallest boundary distance {:.3e})",
             repair.attempts, repair.min_distance
         ));
     }
-    let result = fit(model, &start, fit_settings)?;
+    let result = fit(model, &start, &settings.fit)?;
     Ok((start, repair, result))
 }
 
 /// Detects the structure of `base`'s data and fits it.
-pub fn detect_and_fit(
+pub(crate) fn detect_and_fit(
     base: &Model,
     detection: &DetectionSettings,
-    fit_settings: &FitSettings,
+    settings: &PipelineSettings,
     seed: u64,
 ) -> Result<StructuredFit, String> {
     let detected = detect_structure(base.table(), base.design(), detection)?;
     let model = with_structure(base, detected.structure.clone())?;
     let (start, repair, fit) =
-        fit_structure(&model, &detected, fit_settings, seed, FULL_FIT_WARP_STREAM)?;
+        fit_structure(&model, &detected, settings, seed, FULL_FIT_WARP_STREAM)?;
     Ok(StructuredFit {
         model,
         detected,
@@ -74,9 +90,35 @@ pub fn detect_and_fit(
     })
 }
 
+/// [`detect_and_fit`] in this process, with what it cost: the full-data fit
+/// as an [`Outcome`] (replicate 0) beside the structured fit.
+pub(crate) fn detect_and_fit_here(
+    base: &Model,
+    detection: &DetectionSettings,
+    settings: &PipelineSettings,
+    seed: u64,
+) -> Result<(StructuredFit, Outcome), String> {
+    let started = std::time::Instant::now();
+    let fitted = detect_and_fit(base, detection, settings, seed)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let memory = crate::engine::procmem::snapshot_self();
+    let outcome = Outcome {
+        replicate: 0,
+        fit: Ok(fitted.fit.clone()),
+        process: ProcessStats {
+            seconds: Some(seconds),
+            pid: i32::try_from(std::process::id()).ok(),
+            peak_rss_mb: memory.peak_rss_mb,
+            pss_mb: memory.pss_mb,
+            private_dirty_mb: memory.private_dirty_mb,
+        },
+    };
+    Ok((fitted, outcome))
+}
+
 /// The grid of the LRO search: 1.00, 1.25, …, 3.00 for both the window
 /// factor and the cutoff (81 pairs), as the original.
-pub fn lro_grid() -> Vec<(f64, f64)> {
+pub(crate) fn lro_grid() -> Vec<(f64, f64)> {
     let values: Vec<f64> = (0..9).map(|i| 1.0 + 0.25 * i as f64).collect();
     values
         .iter()
@@ -84,63 +126,99 @@ pub fn lro_grid() -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// One grid point's fit, summarised.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct GridOutcome {
-    pub nll: f64,
-    pub penalized_nll: f64,
-    pub code: String,
-    pub converged: bool,
-    pub parameters: usize,
+/// One point of the grid search and the fit of its structure.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct GridPoint {
+    pub(crate) window_factor: f64,
+    pub(crate) cutoff: f64,
+    /// Which distinct detected structure the point has (from 0).
+    pub(crate) structure: usize,
+    /// The structure's fit, or why it failed.
+    pub(crate) fit: Result<FitSummary, String>,
 }
 
-impl GridOutcome {
-    pub fn failed(reason: String) -> Self {
-        GridOutcome {
-            nll: f64::NAN,
-            penalized_nll: f64::NAN,
-            code: format!("failed: {reason}"),
-            converged: false,
-            parameters: 0,
-        }
+impl GridPoint {
+    /// Number of fitted parameters (0 when the fit failed).
+    pub(crate) fn parameter_count(&self) -> usize {
+        self.fit.as_ref().map_or(0, |f| f.parameters.len())
+    }
+
+    /// The negative log-likelihood (NaN when the fit failed).
+    pub(crate) fn nll(&self) -> f64 {
+        self.fit.as_ref().map_or(f64::NAN, |f| f.nll)
     }
 
     /// AIC = 2(k + nll).
-    pub fn aic(&self) -> f64 {
-        2.0 * (self.parameters as f64 + self.nll)
+    pub(crate) fn aic(&self) -> f64 {
+        2.0 * (self.parameter_count() as f64 + self.nll())
     }
 
     /// BIC = k·ln(n) + 2·nll (the original counted the k term twice).
-    pub fn bic(&self, observations: usize) -> f64 {
-        self.parameters as f64 * (observations as f64).ln() + 2.0 * self.nll
+    pub(crate) fn bic(&self, observations: usize) -> f64 {
+        self.parameter_count() as f64 * (observations as f64).ln() + 2.0 * self.nll()
     }
 }
 
-/// Fits one detected structure for the grid search.
-pub fn grid_fit(
+/// The LRO grid search: every (window factor, cutoff) pair of [`lro_grid`]
+/// detected with `template`'s other settings, and each distinct structure
+/// fitted once, in a forked child of the fork engine. An interrupt (polled
+/// by `interrupted`) ends it with an [`crate::error::ErrorKind::Interrupted`] error.
+pub(crate) fn grid_search(
     base: &Model,
-    detected: &DetectedStructure,
-    fit_settings: &FitSettings,
+    template: &DetectionSettings,
+    settings: &PipelineSettings,
     seed: u64,
-) -> GridOutcome {
-    let attempt = with_structure(base, detected.structure.clone()).and_then(|model| {
-        let (_, _, result) =
-            fit_structure(&model, detected, fit_settings, seed, FULL_FIT_WARP_STREAM)?;
-        Ok(GridOutcome {
-            nll: result.nll,
-            penalized_nll: result.penalized_nll,
-            code: result.code.to_string(),
-            converged: result.code.is_converged(),
-            parameters: model.parameter_count(),
+    options: &PoolOptions,
+    interrupted: impl FnMut() -> bool,
+) -> Result<Vec<GridPoint>, Error> {
+    let grid = lro_grid();
+    let (distinct, index_of_point) =
+        distinct_detections(base, &grid, template).map_err(Error::input)?;
+    let tasks: Vec<usize> = (1..=distinct.len()).collect();
+    let batch = engine::run_tasks(
+        &tasks,
+        options,
+        |context| {
+            let detected = &distinct[context.task - 1];
+            Ok(
+                with_structure(base, detected.structure.clone()).and_then(|model| {
+                    fit_structure(&model, detected, settings, seed, FULL_FIT_WARP_STREAM)
+                        .map(|(_, _, fit)| fit)
+                }),
+            )
+        },
+        interrupted,
+        |_| {},
+    )?;
+    if batch.interrupted {
+        return Err(Error::interrupted(
+            "interrupted; all child processes were killed",
+        ));
+    }
+    let fits: Vec<Result<FitSummary, String>> = batch
+        .records
+        .into_iter()
+        .map(|record| match record.outcome {
+            Ok(fit) => fit.map_err(|reason| format!("failed: {reason}")),
+            Err(failure) => Err(format!("failed: {failure}")),
         })
-    });
-    attempt.unwrap_or_else(GridOutcome::failed)
+        .collect();
+    Ok(grid
+        .iter()
+        .zip(&index_of_point)
+        .map(|(&(window_factor, cutoff), &structure)| GridPoint {
+            window_factor,
+            cutoff,
+            structure,
+            fit: fits[structure].clone(),
+        })
+        .collect())
 }
 
 /// Groups grid points whose detection gives the same structure and change
 /// points: their fits are identical, so each distinct one is fitted once.
 /// Returns the distinct detections and, per grid point, its index into them.
-pub fn distinct_detections(
+fn distinct_detections(
     base: &Model,
     grid: &[(f64, f64)],
     template: &DetectionSettings,
@@ -181,14 +259,30 @@ mod tests {
 
     #[test]
     fn information_criteria_follow_their_definitions() {
-        let outcome = GridOutcome {
-            nll: 100.0,
-            penalized_nll: 101.0,
-            code: "converged".into(),
-            converged: true,
-            parameters: 10,
+        let point = GridPoint {
+            window_factor: 1.0,
+            cutoff: 1.0,
+            structure: 0,
+            fit: Ok(FitSummary {
+                parameters: vec![0.0; 10],
+                objective: 101.0,
+                nll: 100.0,
+                code: "converged".into(),
+                converged: true,
+                iterations: 3,
+                evaluations: 5,
+                max_gradient: 0.0,
+                on_bound: 0,
+                seconds: 0.0,
+            }),
         };
-        assert_eq!(outcome.aic(), 220.0);
-        assert!((outcome.bic(1000) - (10.0 * 1000f64.ln() + 200.0)).abs() < 1e-12);
+        assert_eq!(point.aic(), 220.0);
+        assert!((point.bic(1000) - (10.0 * 1000f64.ln() + 200.0)).abs() < 1e-12);
+        let failed = GridPoint {
+            fit: Err("failed: error: x".into()),
+            ..point
+        };
+        assert_eq!(failed.parameter_count(), 0);
+        assert!(failed.aic().is_nan());
     }
 }

@@ -8,19 +8,19 @@ use std::time::Duration;
 
 /// What the synthetic tasks do. Task numbers are 1-based, as in R.
 #[derive(Clone, Debug, Default)]
-pub struct SyntheticTasks {
-    pub payload: usize,
-    pub sleep: Duration,
+pub(crate) struct SyntheticTasks {
+    pub(crate) payload: usize,
+    pub(crate) sleep: Duration,
     /// Megabytes to allocate: one value for every task, or one per task.
-    pub alloc_mb: Vec<f64>,
-    pub crash: HashSet<usize>,
-    pub hang: HashSet<usize>,
-    pub seed: u64,
+    pub(crate) alloc_mb: Vec<f64>,
+    pub(crate) crash: HashSet<usize>,
+    pub(crate) hang: HashSet<usize>,
+    pub(crate) seed: u64,
 }
 
 impl SyntheticTasks {
     /// Runs task `context.task` in the calling (child) process.
-    pub fn run(&self, context: TaskContext) -> Result<Vec<f64>, String> {
+    pub(crate) fn run(&self, context: TaskContext) -> Result<Vec<f64>, String> {
         if self.crash.contains(&context.task) {
             // SAFETY: raising a signal against ourselves has no memory-safety effect.
             unsafe { libc::raise(libc::SIGKILL) };

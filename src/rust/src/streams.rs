@@ -10,28 +10,28 @@ use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
 /// An independent random stream for one task.
-pub struct TaskStream {
+pub(crate) struct TaskStream {
     generator: ChaCha20Rng,
 }
 
 impl TaskStream {
-    pub fn new(master_seed: u64, stream: u64) -> Self {
+    pub(crate) fn new(master_seed: u64, stream: u64) -> Self {
         let mut generator = ChaCha20Rng::from_seed(expand_seed(master_seed));
         generator.set_stream(stream);
         TaskStream { generator }
     }
 
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.generator.next_u64()
     }
 
     /// A uniform double in [0, 1) with 53 random bits.
-    pub fn uniform(&mut self) -> f64 {
+    pub(crate) fn uniform(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 
     /// A uniform integer in 0..n (n > 0), without modulo bias (Lemire's method).
-    pub fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         assert!(n > 0, "below(0) has no values");
         let threshold = n.wrapping_neg() % n;
         loop {

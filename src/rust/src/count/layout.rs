@@ -3,7 +3,8 @@
 //! original's layout and names, then the random-effect standard deviations
 //! per species, then the dispersions per (context, species).
 
-use crate::model::{Design, ParameterLayout, ParameterRole, Structure, WarpKind};
+use crate::model::design::ParameterLayout;
+use crate::model::{Design, ParameterRole, Structure, WarpKind};
 
 /// What one reported value is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

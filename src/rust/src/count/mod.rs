@@ -31,11 +31,10 @@ pub(crate) mod table;
 pub(crate) mod tests_support;
 
 use crate::model::{Design, Structure};
-use serde::{Deserialize, Serialize};
 use table::CountTable;
 
 /// Data, design and structure of a count-likelihood fit.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub(crate) struct CountModel {
     table: CountTable,
     design: Design,

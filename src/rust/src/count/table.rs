@@ -8,10 +8,9 @@
 //! says nothing.
 
 use crate::model::TableShape;
-use serde::{Deserialize, Serialize};
 
 /// What the exposure E of a row counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Exposure {
     /// Distinct cell ids in the cell key (all species share it).
     Cells,
@@ -54,7 +53,7 @@ pub(crate) struct ExposureChoice {
 
 /// Counts and exposures, species-major: row (s, key) sits at s·K + key with
 /// key = ((r·C + c)·T + t)·B + (b − 1).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub(crate) struct CountTable {
     shape: TableShape,
     exposure_kind: Exposure,
@@ -65,6 +64,10 @@ pub(crate) struct CountTable {
     pool_starts: Vec<usize>,
     pool_tokens: Vec<usize>,
     token_counts: Vec<f64>,
+    /// The row of every token (`None`: NA count or a bin outside 1..B).
+    token_rows: Vec<Option<usize>>,
+    /// The cell id of every token (cell exposure only; empty otherwise).
+    token_cells: Vec<usize>,
 }
 
 impl CountTable {
@@ -76,6 +79,7 @@ impl CountTable {
         tokens: CountTokens<'_>,
         exposure: Option<Exposure>,
     ) -> Result<(Self, ExposureChoice), String> {
+        let keys = key_count_of(shape)?;
         let TableShape {
             bins,
             contexts,
@@ -83,19 +87,6 @@ impl CountTable {
             ran_levels,
             treatments,
         } = shape;
-        if [bins, contexts, species, ran_levels, treatments].contains(&0) {
-            return Err(format!(
-                "every table dimension must be positive, got {shape:?}"
-            ));
-        }
-        let keys = [ran_levels, contexts, treatments, bins]
-            .iter()
-            .try_fold(1usize, |acc, &n| acc.checked_mul(n))
-            .filter(|&k| {
-                k.checked_mul(species)
-                    .is_some_and(|rows| rows < usize::MAX / 4)
-            })
-            .ok_or("the count table would have too many rows")?;
         let n = tokens.count.len();
         for (name, len) in [
             ("bin", tokens.bin.len()),
@@ -105,9 +96,7 @@ impl CountTable {
             ("treatment", tokens.treatment.len()),
         ] {
             if len != n {
-                return Err(format!(
-                    "token column {name} has {len} entries, count has {n}"
-                ));
+                return Err(format!("token column {name} has {len} entries, count has {n}"));
             }
         }
         if !tokens.cell.is_empty() && tokens.cell.len() != n {
@@ -116,20 +105,14 @@ impl CountTable {
                 tokens.cell.len()
             ));
         }
-        let rows = keys * species;
-        let mut key_of = vec![usize::MAX; n];
-        let mut observed = vec![false; keys];
-        let mut pool_starts = vec![0usize; rows + 1];
+        let mut token_rows = vec![None; n];
         for token in 0..n {
             let count = tokens.count[token];
             if count.is_nan() {
                 continue;
             }
             if !(count >= 0.0 && count.is_finite()) {
-                return Err(format!(
-                    "token {}: count {count} must be finite and >= 0",
-                    token + 1
-                ));
+                return Err(format!("token {}: count {count} must be finite and >= 0", token + 1));
             }
             let indices = [
                 ("context", tokens.context[token], contexts),
@@ -153,41 +136,95 @@ impl CountTable {
                 + tokens.treatment[token])
                 * bins
                 + (bin as usize - 1);
-            key_of[token] = key;
-            observed[key] = true;
-            pool_starts[tokens.species[token] * keys + key + 1] += 1;
+            token_rows[token] = Some(tokens.species[token] * keys + key);
+        }
+        let choice = choose_exposure(exposure, &tokens, &token_rows, keys, species)?;
+        let cells = if choice.exposure == Exposure::Cells {
+            tokens.cell.to_vec()
+        } else {
+            Vec::new()
+        };
+        let table =
+            Self::from_token_rows(shape, choice.exposure, token_rows, tokens.count.to_vec(), cells)?;
+        Ok((table, choice))
+    }
+
+    /// The table of tokens already placed in rows (what a saved fit stores);
+    /// every index and count is checked.
+    pub fn from_token_rows(
+        shape: TableShape,
+        exposure_kind: Exposure,
+        token_rows: Vec<Option<usize>>,
+        token_counts: Vec<f64>,
+        token_cells: Vec<usize>,
+    ) -> Result<Self, String> {
+        let keys = key_count_of(shape)?;
+        let rows = keys * shape.species;
+        let n = token_counts.len();
+        if token_rows.len() != n {
+            return Err(format!("{} token rows for {n} token counts", token_rows.len()));
+        }
+        let needs_cells = exposure_kind == Exposure::Cells;
+        if needs_cells != !token_cells.is_empty() || (needs_cells && token_cells.len() != n) {
+            return Err("cell ids must be given for every token exactly when exposure counts cells".into());
+        }
+        let mut observed = vec![false; keys];
+        let mut pool_starts = vec![0usize; rows + 1];
+        for (token, row) in token_rows.iter().enumerate() {
+            let Some(row) = *row else { continue };
+            if row >= rows {
+                return Err(format!("token {token} is in row {row}, but the table has {rows} rows"));
+            }
+            let count = token_counts[token];
+            if !(count.is_finite() && count >= 0.0) {
+                return Err(format!("token {token}: count {count} must be finite and non-negative"));
+            }
+            observed[row % keys] = true;
+            pool_starts[row + 1] += 1;
         }
         for row in 0..rows {
             pool_starts[row + 1] += pool_starts[row];
         }
         let mut next = pool_starts.clone();
         let mut pool_tokens = vec![0usize; pool_starts[rows]];
-        for token in 0..n {
-            if key_of[token] != usize::MAX {
-                let row = tokens.species[token] * keys + key_of[token];
+        for (token, row) in token_rows.iter().enumerate() {
+            if let Some(row) = *row {
                 pool_tokens[next[row]] = token;
                 next[row] += 1;
             }
         }
-
-        let choice = choose_exposure(exposure, &tokens, &observed, &pool_starts, keys, species)?;
         let mut table = CountTable {
             shape,
-            exposure_kind: choice.exposure,
+            exposure_kind,
             observed,
             count: vec![0.0; rows],
             exposure: vec![1.0; rows],
             pool_starts,
             pool_tokens,
-            token_counts: tokens.count.to_vec(),
+            token_counts,
+            token_rows,
+            token_cells,
         };
-        table.fill_exposure(&tokens, &key_of)?;
+        table.fill_exposure();
         let counts = table.token_counts.clone();
         table.sum_pools(&counts);
-        Ok((table, choice))
+        Ok(table)
     }
 
-    fn fill_exposure(&mut self, tokens: &CountTokens<'_>, key_of: &[usize]) -> Result<(), String> {
+    /// The row of every token, for saving.
+    pub fn token_rows(&self) -> &[Option<usize>] {
+        &self.token_rows
+    }
+
+    pub fn token_counts(&self) -> &[f64] {
+        &self.token_counts
+    }
+
+    pub fn token_cells(&self) -> &[usize] {
+        &self.token_cells
+    }
+
+    fn fill_exposure(&mut self) {
         let keys = self.key_count();
         let species = self.shape.species;
         match self.exposure_kind {
@@ -198,11 +235,11 @@ impl CountTable {
                 }
             }
             Exposure::Cells => {
-                let mut pairs: Vec<(usize, usize)> = key_of
+                let mut pairs: Vec<(usize, usize)> = self
+                    .token_rows
                     .iter()
-                    .zip(tokens.cell)
-                    .filter(|(&key, _)| key != usize::MAX)
-                    .map(|(&key, &cell)| (key, cell))
+                    .zip(&self.token_cells)
+                    .filter_map(|(row, &cell)| row.map(|row| (row % keys, cell)))
                     .collect();
                 pairs.sort_unstable();
                 pairs.dedup();
@@ -217,7 +254,6 @@ impl CountTable {
                 }
             }
         }
-        Ok(())
     }
 
     fn sum_pools(&mut self, token_counts: &[f64]) {
@@ -351,11 +387,29 @@ impl CountTable {
     }
 }
 
+/// K = R·C·T·B, checked against overflow.
+fn key_count_of(shape: TableShape) -> Result<usize, String> {
+    let TableShape {
+        bins,
+        contexts,
+        species,
+        ran_levels,
+        treatments,
+    } = shape;
+    if [bins, contexts, species, ran_levels, treatments].contains(&0) {
+        return Err(format!("every table dimension must be positive, got {shape:?}"));
+    }
+    [ran_levels, contexts, treatments, bins]
+        .iter()
+        .try_fold(1usize, |acc, &n| acc.checked_mul(n))
+        .filter(|&k| k.checked_mul(species).is_some_and(|rows| rows < usize::MAX / 4))
+        .ok_or_else(|| "the count table would have too many rows".to_string())
+}
+
 fn choose_exposure(
     requested: Option<Exposure>,
     tokens: &CountTokens<'_>,
-    observed: &[bool],
-    pool_starts: &[usize],
+    token_rows: &[Option<usize>],
     keys: usize,
     species: usize,
 ) -> Result<ExposureChoice, String> {
@@ -363,10 +417,13 @@ fn choose_exposure(
     let has_zeros = tokens.count.iter().any(|&c| c == 0.0);
     // Every observed key lists every species equally often.
     let balanced = || {
-        (0..keys).filter(|&key| observed[key]).all(|key| {
-            let size = |s: usize| pool_starts[s * keys + key + 1] - pool_starts[s * keys + key];
-            let first = size(0);
-            (1..species).all(|s| size(s) == first)
+        let mut sizes = vec![0usize; keys * species];
+        for row in token_rows.iter().flatten() {
+            sizes[*row] += 1;
+        }
+        (0..keys).all(|key| {
+            let first = sizes[key];
+            (1..species).all(|s| sizes[s * keys + key] == first)
         })
     };
     let choice = |exposure, reason: &str| ExposureChoice {

@@ -16,7 +16,7 @@ fn config() -> bincode::config::Configuration {
 }
 
 /// Encodes `value` as one frame: length header, then payload.
-pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, String> {
+pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, String> {
     let mut bytes = vec![0u8; HEADER_BYTES];
     bincode::serde::encode_into_std_write(value, &mut bytes, config())
         .map_err(|e| format!("cannot encode result: {e}"))?;
@@ -27,13 +27,13 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, String> {
 
 /// Incremental decoder for a byte stream that arrives in arbitrary pieces.
 #[derive(Default)]
-pub struct FrameReader {
+pub(crate) struct FrameReader {
     buffer: Vec<u8>,
 }
 
 impl FrameReader {
     /// Appends bytes as they were read from the pipe.
-    pub fn extend(&mut self, bytes: &[u8]) {
+    pub(crate) fn extend(&mut self, bytes: &[u8]) {
         self.buffer.extend_from_slice(bytes);
         // Reserve the whole frame at once so a large payload is not regrown many
         // times; fallibly, since a corrupt header can claim any length.
@@ -52,7 +52,7 @@ impl FrameReader {
     }
 
     /// Decodes every complete frame received so far, in order.
-    pub fn take_frames<T: DeserializeOwned>(&mut self) -> Result<Vec<T>, String> {
+    pub(crate) fn take_frames<T: DeserializeOwned>(&mut self) -> Result<Vec<T>, String> {
         let mut frames = Vec::new();
         let mut consumed = 0;
         loop {
@@ -79,7 +79,7 @@ impl FrameReader {
     }
 
     /// Bytes of an incomplete frame still waiting for the rest.
-    pub fn pending_bytes(&self) -> usize {
+    pub(crate) fn pending_bytes(&self) -> usize {
         self.buffer.len()
     }
 }

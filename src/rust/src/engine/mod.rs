@@ -12,7 +12,7 @@
 //! because it runs in the child.
 
 mod frame;
-pub mod procmem;
+pub(crate) mod procmem;
 
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags};
@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 /// When the parent starts new children.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Schedule {
+pub(crate) enum Schedule {
     /// Fork a new child as soon as one exits.
     Rolling,
     /// Fork up to `workers` children, wait for all of them, then the next batch.
@@ -55,18 +55,16 @@ impl std::str::FromStr for Schedule {
 
 /// How tasks are spread over child processes.
 #[derive(Clone, Debug)]
-pub struct PoolOptions {
+pub(crate) struct PoolOptions {
     /// At most this many children alive at once.
-    pub workers: usize,
+    pub(crate) workers: usize,
     /// A child runs up to this many tasks, then exits.
-    pub tasks_per_child: usize,
-    pub schedule: Schedule,
+    pub(crate) tasks_per_child: usize,
+    pub(crate) schedule: Schedule,
     /// Wall-clock limit for one task; its child is killed when it is exceeded.
-    pub timeout: Option<Duration>,
+    pub(crate) timeout: Option<Duration>,
     /// Headroom in MiB above the child's address space at fork (`RLIMIT_AS`).
-    pub memory_limit_mb: Option<f64>,
-    /// How many more times a failed task is tried, each time in a fresh child.
-    pub retries: u32,
+    pub(crate) memory_limit_mb: Option<f64>,
 }
 
 impl Default for PoolOptions {
@@ -77,7 +75,6 @@ impl Default for PoolOptions {
             schedule: Schedule::Rolling,
             timeout: None,
             memory_limit_mb: None,
-            retries: 0,
         }
     }
 }
@@ -105,7 +102,7 @@ impl PoolOptions {
 
 /// Why a task produced no value.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// The task itself returned an error.
     Task(String),
     /// The task panicked; the child caught it and carried on.
@@ -122,6 +119,9 @@ pub enum Failure {
     MemoryLimit,
     /// The child wrote bytes that do not decode as a frame.
     BadFrame(String),
+    /// The run was interrupted before the task finished; its child, if it
+    /// had one, was killed.
+    Interrupted,
 }
 
 impl fmt::Display for Failure {
@@ -137,6 +137,7 @@ impl fmt::Display for Failure {
             Failure::Timeout(seconds) => write!(f, "timeout after {seconds} s"),
             Failure::MemoryLimit => write!(f, "memory limit"),
             Failure::BadFrame(message) => write!(f, "bad result frame: {message}"),
+            Failure::Interrupted => write!(f, "interrupted"),
         }
     }
 }
@@ -149,9 +150,8 @@ fn signal_name(number: i32) -> &'static str {
 
 /// Errors that stop the whole run.
 #[derive(Debug)]
-pub enum PoolError {
-    /// The caller's interrupt check fired; every child was killed and reaped.
-    Interrupted,
+pub(crate) enum PoolError {
+    /// The options or task numbers are invalid; nothing was started.
     Invalid(String),
     /// A system call in the parent failed; every child was killed and reaped.
     System(String),
@@ -160,7 +160,6 @@ pub enum PoolError {
 impl fmt::Display for PoolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PoolError::Interrupted => write!(f, "interrupted; all child processes were killed"),
             PoolError::Invalid(message) => write!(f, "{message}"),
             PoolError::System(message) => {
                 write!(f, "{message}; all child processes were killed")
@@ -171,29 +170,43 @@ impl fmt::Display for PoolError {
 
 impl std::error::Error for PoolError {}
 
+impl From<PoolError> for crate::error::Error {
+    fn from(error: PoolError) -> Self {
+        match error {
+            PoolError::Invalid(message) => crate::error::Error::input(message),
+            PoolError::System(_) => crate::error::Error::system(error.to_string()),
+        }
+    }
+}
+
+/// What a run returns: one record per task, in the order of the task
+/// numbers, and whether it was interrupted (then the tasks that had not
+/// finished have [`Failure::Interrupted`]).
+#[derive(Debug)]
+pub(crate) struct Batch<T> {
+    pub(crate) records: Vec<TaskRecord<T>>,
+    pub(crate) interrupted: bool,
+}
 /// What a task is told about itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TaskContext {
+pub(crate) struct TaskContext {
     /// The task's number, as the caller gave it.
-    pub task: usize,
-    /// 1 on the first try, 2 on the first retry, and so on.
-    pub attempt: u32,
+    pub(crate) task: usize,
 }
 
 /// The final outcome of one task.
 #[derive(Clone, Debug)]
-pub struct TaskRecord<T> {
-    pub task: usize,
-    pub attempts: u32,
-    pub outcome: Result<T, Failure>,
-    /// The child that ran the last attempt.
-    pub pid: i32,
-    /// Wall time of the last attempt: measured in the child for reported
+pub(crate) struct TaskRecord<T> {
+    pub(crate) task: usize,
+    pub(crate) outcome: Result<T, Failure>,
+    /// The child that ran the task.
+    pub(crate) pid: i32,
+    /// Wall time of the task: measured in the child for reported
     /// tasks, by the parent for tasks whose child died.
-    pub seconds: f64,
+    pub(crate) seconds: f64,
     /// Memory of the child just before it wrote the result (None for failures
     /// the child could not report).
-    pub memory: MemorySnapshot,
+    pub(crate) memory: MemorySnapshot,
 }
 
 /// What a child writes to its pipe for each task it finishes.
@@ -205,19 +218,13 @@ struct ChildReport<T> {
     memory: MemorySnapshot,
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Assignment {
-    task: usize,
-    attempt: u32,
-}
-
 struct LiveChild {
     pid: Pid,
     /// Read end of the child's pipe; None once it reached end of file.
     reader: Option<File>,
     frames: frame::FrameReader,
     /// Tasks given to this child and not yet reported, in the order it runs them.
-    unreported: VecDeque<Assignment>,
+    unreported: VecDeque<usize>,
     /// When the task at the front of `unreported` started, as far as the parent can tell.
     current_since: Instant,
     /// Set when the parent killed the child, to report why.
@@ -233,16 +240,17 @@ const READ_CHUNK_BYTES: usize = 1 << 18;
 /// returns one record per task in the order of `tasks`.
 ///
 /// `interrupted` is polled at least every 100 ms in the parent; when it
-/// returns true every child is killed and reaped and the run stops with
-/// [`PoolError::Interrupted`]. `on_record` is called in the parent as each
-/// task's final outcome becomes known (for progress and checkpoints).
-pub fn run_tasks<T, F, I, P>(
+/// returns true every child is killed and reaped and the run stops, returning
+/// the records finished so far with `interrupted` set. `on_record` is called
+/// in the parent as each task's final outcome becomes known (for progress
+/// and checkpoints); it is not called for the tasks an interrupt stopped.
+pub(crate) fn run_tasks<T, F, I, P>(
     tasks: &[usize],
     options: &PoolOptions,
     task: F,
     mut interrupted: I,
     mut on_record: P,
-) -> Result<Vec<TaskRecord<T>>, PoolError>
+) -> Result<Batch<T>, PoolError>
 where
     T: Serialize + DeserializeOwned,
     F: Fn(TaskContext) -> Result<T, String>,
@@ -256,12 +264,10 @@ where
         return Err(PoolError::Invalid("task numbers must be unique".into()));
     }
     let mut records: Vec<Option<TaskRecord<T>>> = tasks.iter().map(|_| None).collect();
-    let mut pending: VecDeque<Assignment> = tasks
-        .iter()
-        .map(|&task| Assignment { task, attempt: 1 })
-        .collect();
+    let mut pending: VecDeque<usize> = tasks.iter().copied().collect();
     let mut live: Vec<LiveChild> = Vec::new();
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    let mut was_interrupted = false;
 
     let mut finish = |records: &mut Vec<Option<TaskRecord<T>>>, record: TaskRecord<T>| {
         on_record(&record);
@@ -277,7 +283,7 @@ where
         };
         while may_start && live.len() < options.workers && !pending.is_empty() {
             let take = options.tasks_per_child.min(pending.len());
-            let batch: Vec<Assignment> = pending.drain(..take).collect();
+            let batch: Vec<usize> = pending.drain(..take).collect();
             match spawn_child(&batch, options, &task, &live) {
                 Ok(child) => live.push(child),
                 Err(message) => {
@@ -299,13 +305,12 @@ where
             match child.frames.take_frames::<ChildReport<T>>() {
                 Ok(reports) => {
                     for report in reports {
-                        let Some(front) = child.unreported.pop_front() else {
+                        let Some(_) = child.unreported.pop_front() else {
                             continue;
                         };
                         child.current_since = Instant::now();
                         let record = TaskRecord {
                             task: report.task,
-                            attempts: front.attempt,
                             outcome: report.outcome,
                             pid: child.pid.as_raw(),
                             seconds: report.seconds,
@@ -345,46 +350,47 @@ where
                 pending.push_front(unstarted);
             }
             if let Some(failed) = child.unreported.pop_front() {
-                if failed.attempt <= options.retries {
-                    pending.push_front(Assignment {
-                        task: failed.task,
-                        attempt: failed.attempt + 1,
-                    });
-                } else {
-                    let record = TaskRecord {
-                        task: failed.task,
-                        attempts: failed.attempt,
-                        outcome: Err(failure),
-                        pid: child.pid.as_raw(),
-                        seconds,
-                        memory: MemorySnapshot::default(),
-                    };
-                    finish(&mut records, record);
-                }
+                let record = TaskRecord {
+                    task: failed,
+                    outcome: Err(failure),
+                    pid: child.pid.as_raw(),
+                    seconds,
+                    memory: MemorySnapshot::default(),
+                };
+                finish(&mut records, record);
             }
         }
         live = still_live;
 
         if interrupted() {
             kill_and_reap_all(&mut live);
-            return Err(PoolError::Interrupted);
+            was_interrupted = true;
+            break;
         }
     }
 
-    Ok(records
+    let unfinished = if was_interrupted {
+        Failure::Interrupted
+    } else {
+        Failure::NoResult
+    };
+    let records = records
         .into_iter()
         .zip(tasks)
         .map(|(record, &task)| {
-            record.unwrap_or(TaskRecord {
+            record.unwrap_or_else(|| TaskRecord {
                 task,
-                attempts: 0,
-                outcome: Err(Failure::NoResult),
+                outcome: Err(unfinished.clone()),
                 pid: 0,
                 seconds: f64::NAN,
                 memory: MemorySnapshot::default(),
             })
         })
-        .collect())
+        .collect();
+    Ok(Batch {
+        records,
+        interrupted: was_interrupted,
+    })
 }
 
 /// Why the task that was running in a finished child failed.
@@ -490,7 +496,7 @@ fn kill_and_reap_all(live: &mut Vec<LiveChild>) {
 }
 
 fn spawn_child<T, F>(
-    batch: &[Assignment],
+    batch: &[usize],
     options: &PoolOptions,
     task: &F,
     siblings: &[LiveChild],
@@ -541,7 +547,7 @@ const EXIT_WRITE_FAILED: i32 = 3;
 const EXIT_SETUP_FAILED: i32 = 4;
 
 fn run_in_child<T, F>(
-    batch: &[Assignment],
+    batch: &[usize],
     options: &PoolOptions,
     task: &F,
     write_end: OwnedFd,
@@ -558,19 +564,16 @@ where
         }
     }
     let mut pipe = File::from(write_end);
-    for assignment in batch {
+    for &task_number in batch {
         let started = Instant::now();
-        let context = TaskContext {
-            task: assignment.task,
-            attempt: assignment.attempt,
-        };
+        let context = TaskContext { task: task_number };
         let outcome = match catch_unwind(AssertUnwindSafe(|| task(context))) {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(message)) => Err(Failure::Task(message)),
             Err(payload) => Err(Failure::Panic(panic_message(payload.as_ref()))),
         };
         let report = ChildReport {
-            task: assignment.task,
+            task: task_number,
             outcome,
             seconds: started.elapsed().as_secs_f64(),
             memory: procmem::snapshot_self(),

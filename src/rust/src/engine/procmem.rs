@@ -9,19 +9,19 @@ use std::fs;
 
 /// Memory of one process at one moment, in mebibytes (MiB).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct MemorySnapshot {
+pub(crate) struct MemorySnapshot {
     /// Peak resident set size since the process started (`VmHWM`).
-    pub peak_rss_mb: Option<f64>,
+    pub(crate) peak_rss_mb: Option<f64>,
     /// Proportional set size: shared pages divided among their sharers.
-    pub pss_mb: Option<f64>,
+    pub(crate) pss_mb: Option<f64>,
     /// Pages written by this process since fork (copy-on-write copies included).
-    pub private_dirty_mb: Option<f64>,
+    pub(crate) private_dirty_mb: Option<f64>,
 }
 
 const KIB_PER_MIB: f64 = 1024.0;
 
 /// Reads the calling process's peak RSS, PSS and private dirty memory.
-pub fn snapshot_self() -> MemorySnapshot {
+pub(crate) fn snapshot_self() -> MemorySnapshot {
     let status = fs::read_to_string("/proc/self/status").ok();
     let rollup = fs::read_to_string("/proc/self/smaps_rollup").ok();
     MemorySnapshot {
@@ -42,9 +42,19 @@ pub fn snapshot_self() -> MemorySnapshot {
 
 /// Size of the calling process's virtual address space in bytes (`VmSize`),
 /// the quantity `RLIMIT_AS` limits.
-pub fn address_space_bytes() -> Option<u64> {
+pub(crate) fn address_space_bytes() -> Option<u64> {
     let status = fs::read_to_string("/proc/self/status").ok()?;
     field_kib(&status, "VmSize:").map(|kib| kib * 1024)
+}
+
+/// Returns freed heap pages to the system (glibc `malloc_trim`), for
+/// processes that run several tasks; a no-op elsewhere.
+pub(crate) fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the system.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 fn kib_to_mib(kib: u64) -> f64 {

@@ -5,6 +5,26 @@ use super::*;
 use std::collections::HashSet;
 use std::time::SystemTime;
 
+/// [`super::run_tasks`] for runs that are never interrupted: the records.
+fn run_tasks<T, F, I, P>(
+    tasks: &[usize],
+    options: &PoolOptions,
+    task: F,
+    interrupted: I,
+    on_record: P,
+) -> Result<Vec<TaskRecord<T>>, PoolError>
+where
+    T: Serialize + DeserializeOwned,
+    F: Fn(TaskContext) -> Result<T, String>,
+    I: FnMut() -> bool,
+    P: FnMut(&TaskRecord<T>),
+{
+    super::run_tasks(tasks, options, task, interrupted, on_record).map(|batch| {
+        assert!(!batch.interrupted);
+        batch.records
+    })
+}
+
 fn numbers(n: usize) -> Vec<usize> {
     (1..=n).collect()
 }
@@ -87,13 +107,7 @@ fn values(records: Vec<TaskRecord<Vec<f64>>>) -> Vec<Vec<f64>> {
 fn results_do_not_depend_on_workers_grouping_or_schedule() {
     let reference: Vec<Vec<f64>> = numbers(7)
         .into_iter()
-        .map(|t| {
-            draws(TaskContext {
-                task: t,
-                attempt: 1,
-            })
-            .unwrap()
-        })
+        .map(|t| draws(TaskContext { task: t }).unwrap())
         .collect();
     for schedule in [Schedule::Rolling, Schedule::Batch] {
         for workers in [1, 2, 3] {
@@ -408,50 +422,38 @@ fn memory_figures_are_those_of_the_child() {
 }
 
 #[test]
-fn retries_rerun_a_failed_task_in_a_fresh_child() {
-    let first_try_crashes = |context: TaskContext| {
-        if context.task == 2 && context.attempt == 1 {
-            unsafe { libc::raise(libc::SIGKILL) };
-        }
-        draws(context)
-    };
-    let mut opts = options(1, 3, Schedule::Rolling);
-    opts.retries = 1;
-    let records = leaves_no_trace(|| {
-        run_tasks(&numbers(3), &opts, first_try_crashes, never, |_| {}).unwrap()
-    });
-    assert_eq!(
-        records.iter().map(|r| r.attempts).collect::<Vec<_>>(),
-        [1, 2, 1]
-    );
-    assert_eq!(
-        values(records)[1],
-        draws(TaskContext {
-            task: 2,
-            attempt: 2
-        })
-        .unwrap()
-    );
-}
-
-#[test]
 fn an_interrupt_kills_and_reaps_every_child_promptly() {
-    let slow = |_: TaskContext| -> Result<u8, String> {
-        std::thread::sleep(Duration::from_secs(30));
-        Ok(0)
+    // Task 1 finishes at once; the others would take 30 s.
+    let slow = |context: TaskContext| -> Result<u8, String> {
+        if context.task > 1 {
+            std::thread::sleep(Duration::from_secs(30));
+        }
+        Ok(context.task as u8)
     };
     let started = Instant::now();
-    let interrupt_after_200ms = || started.elapsed() > Duration::from_millis(200);
-    let result = leaves_no_trace(|| {
-        run_tasks(
+    let interrupt_after_300ms = || started.elapsed() > Duration::from_millis(300);
+    let mut announced = Vec::new();
+    let batch = leaves_no_trace(|| {
+        super::run_tasks(
             &numbers(4),
             &options(2, 1, Schedule::Rolling),
             slow,
-            interrupt_after_200ms,
-            |_| {},
+            interrupt_after_300ms,
+            |record| announced.push(record.task),
         )
+        .unwrap()
     });
-    assert!(matches!(result, Err(PoolError::Interrupted)));
+    assert!(batch.interrupted);
+    // The finished task is kept; the others are marked interrupted.
+    assert_eq!(batch.records[0].outcome, Ok(1));
+    assert_eq!(announced, vec![1]);
+    for record in &batch.records[1..] {
+        assert_eq!(record.outcome, Err(Failure::Interrupted));
+        assert_eq!(
+            record.outcome.as_ref().unwrap_err().to_string(),
+            "interrupted"
+        );
+    }
     assert!(
         started.elapsed() < Duration::from_secs(1),
         "took {:?}",

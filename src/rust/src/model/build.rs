@@ -7,20 +7,20 @@ use super::table::{SummedTable, TableShape, TokenColumns};
 
 /// Token columns coded as 0-based level indices (bins stay 1-based).
 #[derive(Clone, Debug, Default)]
-pub struct CodedTokens {
-    pub count: Vec<f64>,
-    pub bin: Vec<i32>,
-    pub context: Vec<usize>,
-    pub species: Vec<usize>,
-    pub ran: Vec<usize>,
+pub(crate) struct CodedTokens {
+    pub(crate) count: Vec<f64>,
+    pub(crate) bin: Vec<i32>,
+    pub(crate) context: Vec<usize>,
+    pub(crate) species: Vec<usize>,
+    pub(crate) ran: Vec<usize>,
     /// One column per fixed-effect factor of the design, in factor order.
-    pub factor_levels: Vec<Vec<usize>>,
+    pub(crate) factor_levels: Vec<Vec<usize>>,
 }
 
 /// Builds the summed table and the model.
 ///
 /// `degrees` holds one degree per (context, species), indexed c·S + s.
-pub fn build_model(
+pub(crate) fn build_model(
     design: Design,
     bins: usize,
     degrees: Vec<usize>,

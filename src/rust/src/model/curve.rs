@@ -8,23 +8,23 @@
 use super::design::{boundary_distances_per_block, components_per_block};
 
 /// Offset of the rate boundary distances from −0.01 (the lower bound on predicted log rates).
-pub const RATE_DISTANCE_OFFSET: f64 = 0.01;
+pub(crate) const RATE_DISTANCE_OFFSET: f64 = 0.01;
 
 /// ω and its partial derivatives.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Warped {
-    pub value: f64,
+pub(crate) struct Warped {
+    pub(crate) value: f64,
     /// ∂ω/∂z.
-    pub d_unwarped: f64,
+    pub(crate) d_unwarped: f64,
     /// ∂ω/∂w.
-    pub d_factor: f64,
+    pub(crate) d_factor: f64,
 }
 
 /// ω(z; b, w): pulls z toward b for w > 0 and toward 0 for w < 0; w = 0 is the identity.
 ///
 /// 1 − exp(−x) is evaluated as −expm1(−x): with the pseudo-infinite bound x
 /// is about 1e-9, where the plain form keeps only seven digits.
-pub fn warp(unwarped: f64, bound: f64, factor: f64) -> Warped {
+pub(crate) fn warp(unwarped: f64, bound: f64, factor: f64) -> Warped {
     if factor == 0.0 {
         return Warped {
             value: unwarped,
@@ -57,7 +57,7 @@ pub fn warp(unwarped: f64, bound: f64, factor: f64) -> Warped {
 }
 
 /// 1/(1+e^{−u}) without overflow for either sign of u.
-pub fn sigmoid(u: f64) -> f64 {
+pub(crate) fn sigmoid(u: f64) -> f64 {
     if u > 0.0 {
         1.0 / (1.0 + (-u).exp())
     } else {
@@ -68,18 +68,18 @@ pub fn sigmoid(u: f64) -> f64 {
 
 /// The warping factors that apply to one block (all 0 for population rows).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct WarpFactors {
-    pub point: f64,
-    pub rate: f64,
-    pub slope: f64,
+pub(crate) struct WarpFactors {
+    pub(crate) point: f64,
+    pub(crate) rate: f64,
+    pub(crate) slope: f64,
 }
 
 /// Upper bounds of the warp per component (§2.3).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct WarpBounds {
-    pub rate: f64,
-    pub slope: f64,
-    pub point: f64,
+pub(crate) struct WarpBounds {
+    pub(crate) rate: f64,
+    pub(crate) slope: f64,
+    pub(crate) point: f64,
 }
 
 /// Warped components of one block, with the derivatives needed to take
@@ -88,7 +88,7 @@ pub struct WarpBounds {
 /// Every per-block vector is laid out `[Rt_1..Rt_{d+1}, tslope_1..tslope_d,
 /// tpoint_1..tpoint_d]` (see [`super::design::Component::position`]).
 #[derive(Clone, Debug)]
-pub struct BlockCurve {
+pub(crate) struct BlockCurve {
     degree: usize,
     values: Vec<f64>,
     d_unwarped: Vec<f64>,
@@ -105,7 +105,7 @@ pub struct BlockCurve {
 
 impl BlockCurve {
     /// Workspace for curves up to `max_degree`; larger degrees grow it once.
-    pub fn with_capacity(max_degree: usize) -> Self {
+    pub(crate) fn with_capacity(max_degree: usize) -> Self {
         let length = components_per_block(max_degree);
         Self {
             degree: 0,
@@ -122,7 +122,7 @@ impl BlockCurve {
 
     /// Warps the unwarped components of a block and clears the adjoints.
     /// `unwarped` must hold at least 3·degree+1 values.
-    pub fn set(
+    pub(crate) fn set(
         &mut self,
         degree: usize,
         unwarped: &[f64],
@@ -155,33 +155,25 @@ impl BlockCurve {
         self.adjoint[..length].fill(0.0);
     }
 
-    pub fn degree(&self) -> usize {
-        self.degree
-    }
-
     /// All warped components of the block.
-    pub fn values(&self) -> &[f64] {
+    #[cfg(test)]
+    pub(crate) fn values(&self) -> &[f64] {
         &self.values[..components_per_block(self.degree)]
     }
 
     /// Warped Rt_1..Rt_{d+1}.
-    pub fn rates(&self) -> &[f64] {
+    pub(crate) fn rates(&self) -> &[f64] {
         &self.values[..=self.degree]
     }
 
     /// Warped tslope_1..tslope_d.
-    pub fn slopes(&self) -> &[f64] {
+    pub(crate) fn slopes(&self) -> &[f64] {
         &self.values[self.degree + 1..2 * self.degree + 1]
     }
 
     /// Warped tpoint_1..tpoint_d.
-    pub fn points(&self) -> &[f64] {
+    pub(crate) fn points(&self) -> &[f64] {
         &self.values[2 * self.degree + 1..3 * self.degree + 1]
-    }
-
-    /// Adjoints accumulated so far, per warped component.
-    pub fn adjoint(&self) -> &[f64] {
-        &self.adjoint[..components_per_block(self.degree)]
     }
 
     /// Tabulates every transition's sigmoid at the bins 1..=`bins`, for
@@ -192,7 +184,7 @@ impl BlockCurve {
     /// it can only underflow to 0 or overflow to ∞ where σ is 1 or 0 anyway.
     /// Transitions where that cannot work (non-finite values, or an
     /// exponential that is 0 or ∞ at the start) use the direct formula.
-    pub fn tabulate_bins(&mut self, bins: usize) {
+    pub(crate) fn tabulate_bins(&mut self, bins: usize) {
         let d = self.degree;
         self.tabulated_bins = bins;
         self.bin_sigmoids.resize(d * bins, 0.0);
@@ -226,7 +218,7 @@ impl BlockCurve {
 
     /// Ψ at bin `bin` (1-based) from the table of [`BlockCurve::tabulate_bins`];
     /// like [`BlockCurve::evaluate`] otherwise, the backward pass included.
-    pub fn evaluate_bin(&mut self, bin: usize) -> f64 {
+    pub(crate) fn evaluate_bin(&mut self, bin: usize) -> f64 {
         let d = self.degree;
         let bins = self.tabulated_bins;
         self.last_x = bin as f64;
@@ -244,7 +236,7 @@ impl BlockCurve {
     }
 
     /// Ψ(x). Remembers x and the sigmoids for [`BlockCurve::add_value_adjoint`].
-    pub fn evaluate(&mut self, x: f64) -> f64 {
+    pub(crate) fn evaluate(&mut self, x: f64) -> f64 {
         let d = self.degree;
         self.last_x = x;
         let mut psi = self.values[0];
@@ -264,7 +256,7 @@ impl BlockCurve {
 
     /// Adds `adjoint · ∂Ψ/∂(warped components)` at the x of the last
     /// [`BlockCurve::evaluate`].
-    pub fn add_value_adjoint(&mut self, adjoint: f64) {
+    pub(crate) fn add_value_adjoint(&mut self, adjoint: f64) {
         let d = self.degree;
         let x = self.last_x;
         // ∂Ψ/∂Rt_j = σ_{j−1} − σ_j with σ_0 = 1 and σ_{d+1} = 0 (1-based transitions).
@@ -286,7 +278,7 @@ impl BlockCurve {
     /// on [0, tpoint_1..tpoint_d, B] less the buffer, d+1 rates + 0.01; a
     /// single rate distance for d = 0. NaN distances become 0.
     /// `out` must hold [`boundary_distances_per_block`] values.
-    pub fn boundary_distances(&self, bins: f64, buffer: f64, out: &mut [f64]) {
+    pub(crate) fn boundary_distances(&self, bins: f64, buffer: f64, out: &mut [f64]) {
         let d = self.degree;
         let out = &mut out[..boundary_distances_per_block(d)];
         if d == 0 {
@@ -312,7 +304,7 @@ impl BlockCurve {
 
     /// Adds `Σ_i adjoints[i] · ∂distance_i/∂(warped components)`, in the order
     /// of [`BlockCurve::boundary_distances`].
-    pub fn add_boundary_adjoint(&mut self, adjoints: &[f64]) {
+    pub(crate) fn add_boundary_adjoint(&mut self, adjoints: &[f64]) {
         let d = self.degree;
         if d == 0 {
             self.adjoint[0] += adjoints[0];
@@ -337,7 +329,7 @@ impl BlockCurve {
 
     /// Chains the accumulated adjoints through the warp: adds ∂/∂z to
     /// `unwarped_adjoint` (same layout) and returns ∂/∂w per warping factor.
-    pub fn accumulate_unwarped_adjoint(&self, unwarped_adjoint: &mut [f64]) -> WarpFactors {
+    pub(crate) fn accumulate_unwarped_adjoint(&self, unwarped_adjoint: &mut [f64]) -> WarpFactors {
         let d = self.degree;
         let mut factors = WarpFactors::default();
         let length = components_per_block(d);

@@ -2,30 +2,29 @@
 //! weight matrix W (spec §1.2–1.3), the degree structure, and the parameter
 //! layout with its names and index maps (§2.7).
 
-use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
 /// Name of the treatment in which every factor sits at its reference level.
-pub const REFERENCE_TREATMENT: &str = "ref";
+pub(crate) const REFERENCE_TREATMENT: &str = "ref";
 
 /// W is dense T×T, so the treatment count is bounded to keep it in memory.
-pub const MAX_TREATMENTS: usize = 4096;
+pub(crate) const MAX_TREATMENTS: usize = 4096;
 
 /// More transitions than this cannot fit on any realistic bin axis; the bound
 /// also keeps every size computation far from overflow.
-pub const MAX_DEGREE: usize = 1 << 16;
+pub(crate) const MAX_DEGREE: usize = 1 << 16;
 
 /// A fixed-effect factor. The first level is the reference.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Factor {
-    pub name: String,
-    pub levels: Vec<String>,
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Factor {
+    pub(crate) name: String,
+    pub(crate) levels: Vec<String>,
     /// Time effects are cumulative: a later time point inherits every earlier one (§1.3).
-    pub is_time_series: bool,
+    pub(crate) is_time_series: bool,
 }
 
 impl Factor {
-    pub fn new(name: impl Into<String>, levels: Vec<String>) -> Self {
+    pub(crate) fn new(name: impl Into<String>, levels: Vec<String>) -> Self {
         Self {
             name: name.into(),
             levels,
@@ -33,7 +32,7 @@ impl Factor {
         }
     }
 
-    pub fn time_series(name: impl Into<String>, levels: Vec<String>) -> Self {
+    pub(crate) fn time_series(name: impl Into<String>, levels: Vec<String>) -> Self {
         Self {
             name: name.into(),
             levels,
@@ -43,8 +42,8 @@ impl Factor {
 }
 
 /// The three model components of a poly-sigmoid (§2.1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Component {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Component {
     /// `Rt`: the d+1 block rates on the log(1+rate) scale.
     Rate,
     /// `tslope`: the d transition slopes.
@@ -55,9 +54,9 @@ pub enum Component {
 
 impl Component {
     /// Layout order of the parameter vector.
-    pub const ALL: [Component; 3] = [Component::Rate, Component::Slope, Component::Point];
+    pub(crate) const ALL: [Component; 3] = [Component::Rate, Component::Slope, Component::Point];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Component::Rate => "Rt",
             Component::Slope => "tslope",
@@ -66,7 +65,7 @@ impl Component {
     }
 
     /// How many values of this component a curve of the given degree has.
-    pub fn count(self, degree: usize) -> usize {
+    pub(crate) fn count(self, degree: usize) -> usize {
         match self {
             Component::Rate => degree + 1,
             Component::Slope | Component::Point => degree,
@@ -75,7 +74,7 @@ impl Component {
 
     /// Position of value `k` in a per-block vector laid out
     /// `[Rt_1..Rt_{d+1}, tslope_1..tslope_d, tpoint_1..tpoint_d]`.
-    pub fn position(self, degree: usize, k: usize) -> usize {
+    pub(crate) fn position(self, degree: usize, k: usize) -> usize {
         match self {
             Component::Rate => k,
             Component::Slope => degree + 1 + k,
@@ -85,13 +84,13 @@ impl Component {
 }
 
 /// Number of component values of one block: d+1 rates, d slopes, d points.
-pub fn components_per_block(degree: usize) -> usize {
+pub(crate) fn components_per_block(degree: usize) -> usize {
     3 * degree + 1
 }
 
 /// The three warping factors of a (ran level, species) pair (§2.3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum WarpKind {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum WarpKind {
     Point,
     Rate,
     Slope,
@@ -99,22 +98,13 @@ pub enum WarpKind {
 
 impl WarpKind {
     /// Layout order within one (species, ran level) triple.
-    pub const ALL: [WarpKind; 3] = [WarpKind::Point, WarpKind::Rate, WarpKind::Slope];
+    pub(crate) const ALL: [WarpKind; 3] = [WarpKind::Point, WarpKind::Rate, WarpKind::Slope];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             WarpKind::Point => "point",
             WarpKind::Rate => "rate",
             WarpKind::Slope => "slope",
-        }
-    }
-
-    /// The component this factor warps.
-    pub fn component(self) -> Component {
-        match self {
-            WarpKind::Point => Component::Point,
-            WarpKind::Rate => Component::Rate,
-            WarpKind::Slope => Component::Slope,
         }
     }
 
@@ -132,26 +122,22 @@ impl WarpKind {
 /// With two or more real levels the population pseudo-level ("none") comes
 /// first and every real level is warped; with a single real level there is no
 /// "none" block and that level stays unwarped (§1.1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RanBlocks {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RanBlocks {
     real_levels: usize,
 }
 
 impl RanBlocks {
-    pub fn new(real_levels: usize) -> Self {
+    pub(crate) fn new(real_levels: usize) -> Self {
         Self { real_levels }
     }
 
-    pub fn real_levels(self) -> usize {
-        self.real_levels
-    }
-
-    pub fn has_population_block(self) -> bool {
+    pub(crate) fn has_population_block(self) -> bool {
         self.real_levels >= 2
     }
 
     /// Number of ran blocks in the table (R+1, or 1 for a single level).
-    pub fn count(self) -> usize {
+    pub(crate) fn count(self) -> usize {
         if self.has_population_block() {
             self.real_levels + 1
         } else {
@@ -160,7 +146,7 @@ impl RanBlocks {
     }
 
     /// Number of real levels that carry warping parameters (R, or 0 for a single level).
-    pub fn warped_levels(self) -> usize {
+    pub(crate) fn warped_levels(self) -> usize {
         if self.has_population_block() {
             self.real_levels
         } else {
@@ -168,7 +154,7 @@ impl RanBlocks {
         }
     }
 
-    pub fn block_of_real(self, real: usize) -> usize {
+    pub(crate) fn block_of_real(self, real: usize) -> usize {
         if self.has_population_block() {
             real + 1
         } else {
@@ -177,7 +163,7 @@ impl RanBlocks {
     }
 
     /// The real level of a block; `None` for the population ("none") block.
-    pub fn real_of_block(self, block: usize) -> Option<usize> {
+    pub(crate) fn real_of_block(self, block: usize) -> Option<usize> {
         if self.has_population_block() {
             block.checked_sub(1)
         } else {
@@ -186,7 +172,7 @@ impl RanBlocks {
     }
 
     /// The real level whose warping factors apply to a block; `None` means no warp.
-    pub fn warped_of_block(self, block: usize) -> Option<usize> {
+    pub(crate) fn warped_of_block(self, block: usize) -> Option<usize> {
         if self.has_population_block() {
             block.checked_sub(1)
         } else {
@@ -196,16 +182,16 @@ impl RanBlocks {
 }
 
 /// One treatment: a level index for every factor (0 = reference).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Treatment {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Treatment {
     /// `"ref"`, or the non-reference levels joined with ':' in factor order.
-    pub name: String,
-    pub levels: Vec<usize>,
+    pub(crate) name: String,
+    pub(crate) levels: Vec<usize>,
 }
 
 /// Labels, factors, treatments and the weight matrix.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Design {
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Design {
     contexts: Vec<String>,
     species: Vec<String>,
     ran_levels: Vec<String>,
@@ -309,7 +295,7 @@ fn effect_applies(factors: &[Factor], predicted: &Treatment, effect: &Treatment)
 
 impl Design {
     /// Validates the labels and factors and builds treatments and W.
-    pub fn new(
+    pub(crate) fn new(
         contexts: Vec<String>,
         species: Vec<String>,
         ran_levels: Vec<String>,
@@ -346,6 +332,15 @@ impl Design {
 
         let treatments = build_treatments(&factors);
         debug_assert_eq!(treatments.len(), treatment_count);
+        let mut names = HashSet::with_capacity(treatments.len());
+        if let Some(twice) = treatments.iter().find(|t| !names.insert(t.name.as_str())) {
+            return Err(format!(
+                "fixed-effect levels collide: the treatment name \"{}\" stands for two \
+                 different level combinations (treatment names join levels with \":\"); \
+                 rename levels that contain \":\" or are named \"{REFERENCE_TREATMENT}\"",
+                twice.name
+            ));
+        }
 
         let mut level_strides = vec![1usize; factors.len()];
         for f in (0..factors.len().saturating_sub(1)).rev() {
@@ -371,7 +366,7 @@ impl Design {
             }
         }
 
-        Ok(Self {
+        let design = Self {
             contexts,
             species,
             ran_levels,
@@ -380,55 +375,100 @@ impl Design {
             weights,
             treatment_by_code,
             level_strides,
-        })
+        };
+        design.check_parameter_names()?;
+        Ok(design)
     }
 
-    pub fn contexts(&self) -> &[String] {
+    /// Parameter names must be unique, whatever the degrees: the names of a
+    /// first block of every component, every treatment and every warping
+    /// factor stand for all (later blocks only change the `Blk` suffix).
+    /// This is the one place where name collisions are caught.
+    fn check_parameter_names(&self) -> Result<(), String> {
+        let mut seen = HashSet::new();
+        let mut check = |role: ParameterRole| -> Result<(), String> {
+            let name = parameter_name(self, role);
+            if seen.contains(&name) {
+                return Err(format!(
+                    "context, gene (species), random-level or treatment labels collide: two \
+                     parameters would both be named \"{name}\" (parameter names join labels \
+                     with \"_\"); rename labels that contain \"_\""
+                ));
+            }
+            seen.insert(name);
+            Ok(())
+        };
+        for component in Component::ALL {
+            for context in 0..self.contexts.len() {
+                for species in 0..self.species.len() {
+                    for treatment in 0..self.treatments.len() {
+                        check(ParameterRole::Beta {
+                            component,
+                            context,
+                            species,
+                            block: 0,
+                            treatment,
+                        })?;
+                    }
+                }
+            }
+        }
+        for species in 0..self.species.len() {
+            for ran in 0..self.ran_blocks().warped_levels() {
+                for kind in WarpKind::ALL {
+                    check(ParameterRole::Warp { kind, species, ran })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn contexts(&self) -> &[String] {
         &self.contexts
     }
 
-    pub fn species(&self) -> &[String] {
+    pub(crate) fn species(&self) -> &[String] {
         &self.species
     }
 
     /// The real random-effect levels (the "none" pseudo-level is not listed).
-    pub fn ran_levels(&self) -> &[String] {
+    pub(crate) fn ran_levels(&self) -> &[String] {
         &self.ran_levels
     }
 
-    pub fn ran_blocks(&self) -> RanBlocks {
+    pub(crate) fn ran_blocks(&self) -> RanBlocks {
         RanBlocks::new(self.ran_levels.len())
     }
 
-    pub fn factors(&self) -> &[Factor] {
+    pub(crate) fn factors(&self) -> &[Factor] {
         &self.factors
     }
 
-    pub fn treatments(&self) -> &[Treatment] {
+    pub(crate) fn treatments(&self) -> &[Treatment] {
         &self.treatments
     }
 
-    pub fn treatment_count(&self) -> usize {
+    pub(crate) fn treatment_count(&self) -> usize {
         self.treatments.len()
     }
 
-    pub fn treatment_names(&self) -> Vec<String> {
+    pub(crate) fn treatment_names(&self) -> Vec<String> {
         self.treatments.iter().map(|t| t.name.clone()).collect()
     }
 
     /// W row-major (T×T).
-    pub fn weights(&self) -> &[f64] {
+    pub(crate) fn weights(&self) -> &[f64] {
         &self.weights
     }
 
     /// Row `predicted` of W: which effects add up for that treatment.
-    pub fn weight_row(&self, predicted: usize) -> &[f64] {
+    pub(crate) fn weight_row(&self, predicted: usize) -> &[f64] {
         let count = self.treatment_count();
         &self.weights[predicted * count..(predicted + 1) * count]
     }
 
     /// The treatment with the given level index per factor (0 = reference).
-    pub fn treatment_index(&self, levels: &[usize]) -> Option<usize> {
+    pub(crate) fn treatment_index(&self, levels: &[usize]) -> Option<usize> {
         if levels.len() != self.factors.len() {
             return None;
         }
@@ -445,8 +485,8 @@ impl Design {
 }
 
 /// The degree d of every (context, species) curve, context-major.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Structure {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Structure {
     contexts: usize,
     species: usize,
     degrees: Vec<usize>,
@@ -454,7 +494,11 @@ pub struct Structure {
 
 impl Structure {
     /// `degrees[c * species + s]` is the degree of context c, species s.
-    pub fn new(contexts: usize, species: usize, degrees: Vec<usize>) -> Result<Self, String> {
+    pub(crate) fn new(
+        contexts: usize,
+        species: usize,
+        degrees: Vec<usize>,
+    ) -> Result<Self, String> {
         let expected = contexts
             .checked_mul(species)
             .ok_or("context × species count overflows")?;
@@ -477,23 +521,23 @@ impl Structure {
         })
     }
 
-    pub fn contexts(&self) -> usize {
+    pub(crate) fn contexts(&self) -> usize {
         self.contexts
     }
 
-    pub fn species(&self) -> usize {
+    pub(crate) fn species(&self) -> usize {
         self.species
     }
 
-    pub fn degrees(&self) -> &[usize] {
+    pub(crate) fn degrees(&self) -> &[usize] {
         &self.degrees
     }
 
-    pub fn degree(&self, context: usize, species: usize) -> usize {
+    pub(crate) fn degree(&self, context: usize, species: usize) -> usize {
         self.degrees[context * self.species + species]
     }
 
-    pub fn max_degree(&self) -> usize {
+    pub(crate) fn max_degree(&self) -> usize {
         self.degrees.iter().copied().max().unwrap_or(0)
     }
 }
@@ -503,8 +547,8 @@ impl Structure {
 /// β of (component m, context c, species s) form one contiguous run ordered
 /// block-major, treatment-minor (position k·T + i); the warping factors follow,
 /// species-major, then ran level, then point/rate/slope.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ParameterLayout {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ParameterLayout {
     contexts: usize,
     species: usize,
     treatments: usize,
@@ -525,7 +569,7 @@ fn component_slot(component: Component) -> usize {
 }
 
 impl ParameterLayout {
-    pub fn new(design: &Design, structure: &Structure) -> Result<Self, String> {
+    pub(crate) fn new(design: &Design, structure: &Structure) -> Result<Self, String> {
         let contexts = design.contexts().len();
         let species = design.species().len();
         if structure.contexts() != contexts || structure.species() != species {
@@ -566,22 +610,18 @@ impl ParameterLayout {
     }
 
     /// Number of parameters P.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    pub fn degree(&self, context: usize, species: usize) -> usize {
+    pub(crate) fn degree(&self, context: usize, species: usize) -> usize {
         self.degrees[context * self.species + species]
     }
 
     /// Start of the β run of (component, context, species); `None` when that
     /// component has no values (tslope and tpoint of a degree-0 curve) or an
     /// index is out of range.
-    pub fn beta_start(
+    pub(crate) fn beta_start(
         &self,
         component: Component,
         context: usize,
@@ -594,7 +634,7 @@ impl ParameterLayout {
     }
 
     /// Index of β for (component, context, species, block/transition k from 0, treatment).
-    pub fn beta_index(
+    pub(crate) fn beta_index(
         &self,
         component: Component,
         context: usize,
@@ -610,25 +650,27 @@ impl ParameterLayout {
 
     /// Index of a warping factor for a real ran level; `None` when the model
     /// has a single ran level (no warping) or an index is out of range.
-    pub fn warp_index(&self, kind: WarpKind, species: usize, ran: usize) -> Option<usize> {
+    pub(crate) fn warp_index(&self, kind: WarpKind, species: usize, ran: usize) -> Option<usize> {
         let warped = self.ran_blocks.warped_levels();
         (species < self.species && ran < warped)
             .then(|| self.warp_start + (species * warped + ran) * 3 + kind.offset())
     }
 
     /// First index of the warping factors (= number of β).
-    pub fn warp_start(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn warp_start(&self) -> usize {
         self.warp_start
     }
 
     /// Number of tested effects, the β with a non-reference treatment.
-    pub fn tested_effect_count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn tested_effect_count(&self) -> usize {
         let curve_values: usize = self.degrees.iter().map(|&d| components_per_block(d)).sum();
         self.treatments.saturating_sub(1) * curve_values
     }
 
     /// Length of the boundary-distance vector (§2.6).
-    pub fn boundary_distance_count(&self) -> usize {
+    pub(crate) fn boundary_distance_count(&self) -> usize {
         let per_curve: usize = self
             .degrees
             .iter()
@@ -638,7 +680,7 @@ impl ParameterLayout {
     }
 
     /// What every parameter is, in layout order.
-    pub fn roles(&self) -> Vec<ParameterRole> {
+    pub(crate) fn roles(&self) -> Vec<ParameterRole> {
         let placeholder = ParameterRole::Warp {
             kind: WarpKind::Point,
             species: 0,
@@ -679,42 +721,47 @@ impl ParameterLayout {
     }
 
     /// Parameter names in layout order (§2.7).
-    pub fn names(&self, design: &Design) -> Vec<String> {
+    pub(crate) fn names(&self, design: &Design) -> Vec<String> {
         self.roles()
             .into_iter()
-            .map(|role| match role {
-                ParameterRole::Beta {
-                    component,
-                    context,
-                    species,
-                    block,
-                    treatment,
-                } => {
-                    let mc = component.name();
-                    let context = &design.contexts()[context];
-                    let species = &design.species()[species];
-                    let block = block + 1;
-                    if treatment == 0 {
-                        format!("baseline_{context}_{mc}_{species}_Tns/Blk{block}")
-                    } else {
-                        let trt = &design.treatments()[treatment].name;
-                        format!("beta_{mc}_{context}_{species}_{trt}_X_Tns/Blk{block}")
-                    }
-                }
-                ParameterRole::Warp { kind, species, ran } => format!(
-                    "wfactor_{}_{}_X_{}",
-                    kind.name(),
-                    design.ran_levels()[ran],
-                    design.species()[species]
-                ),
-            })
+            .map(|role| parameter_name(design, role))
             .collect()
+    }
+}
+
+/// The name of a parameter, upstream's scheme: labels joined with "_".
+fn parameter_name(design: &Design, role: ParameterRole) -> String {
+    match role {
+        ParameterRole::Beta {
+            component,
+            context,
+            species,
+            block,
+            treatment,
+        } => {
+            let mc = component.name();
+            let context = &design.contexts()[context];
+            let species = &design.species()[species];
+            let block = block + 1;
+            if treatment == 0 {
+                format!("baseline_{context}_{mc}_{species}_Tns/Blk{block}")
+            } else {
+                let trt = &design.treatments()[treatment].name;
+                format!("beta_{mc}_{context}_{species}_{trt}_X_Tns/Blk{block}")
+            }
+        }
+        ParameterRole::Warp { kind, species, ran } => format!(
+            "wfactor_{}_{}_X_{}",
+            kind.name(),
+            design.ran_levels()[ran],
+            design.species()[species]
+        ),
     }
 }
 
 /// The meaning of one entry of the parameter vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ParameterRole {
+pub(crate) enum ParameterRole {
     /// β of a curve component; treatment 0 is the baseline, block counts from 0.
     Beta {
         component: Component,
@@ -733,7 +780,7 @@ pub enum ParameterRole {
 
 /// Boundary distances of one block: d slopes, d+1 gaps and d+1 rates, or a
 /// single rate distance for d = 0 (§2.6).
-pub fn boundary_distances_per_block(degree: usize) -> usize {
+pub(crate) fn boundary_distances_per_block(degree: usize) -> usize {
     if degree == 0 {
         1
     } else {
@@ -770,8 +817,10 @@ mod tests {
         .unwrap()
     }
 
+    /// A two-level factor whose levels carry its name, so that treatment
+    /// names stay distinct.
     fn binary(name: &str) -> Factor {
-        Factor::new(name, strings(&["a", "b"]))
+        Factor::new(name, vec![format!("{name}a"), format!("{name}b")])
     }
 
     fn layout_for(design: &Design, degrees: Vec<usize>) -> ParameterLayout {
@@ -875,6 +924,58 @@ mod tests {
         assert!(Design::new(one("c"), one("s"), one("r"), too_many).is_err());
         assert!(Structure::new(2, 2, vec![1, 2, 3]).is_err());
         assert!(Structure::new(1, 1, vec![MAX_DEGREE + 1]).is_err());
+    }
+
+    #[test]
+    fn names_that_would_collide_are_refused_in_one_place() {
+        let one = |prefix: &str| labels(prefix, 1);
+        // "y:z" of one factor against y and z of two.
+        let colons = vec![
+            Factor::new("a", strings(&["x", "y", "y:z"])),
+            Factor::new("b", strings(&["w", "z"])),
+        ];
+        let error = Design::new(one("c"), one("s"), one("r"), colons).unwrap_err();
+        assert!(error.contains("\"y:z\""), "{error}");
+        // A non-reference level named like the reference treatment.
+        let named_ref = vec![Factor::new("h", strings(&["a", "ref"]))];
+        let error = Design::new(one("c"), one("s"), one("r"), named_ref).unwrap_err();
+        assert!(error.contains("treatment name \"ref\""), "{error}");
+        // Labels joined with "_": context a_b with gene c, context a with
+        // gene b_c give the same effect names.
+        let error = Design::new(
+            strings(&["a", "a_b"]),
+            strings(&["b_c", "c"]),
+            one("r"),
+            vec![binary("x")],
+        )
+        .unwrap_err();
+        assert!(error.contains("\"beta_Rt_a_b_c_xb_X_Tns/Blk1\""), "{error}");
+        // Collisions of later components are caught too: the transition
+        // names of (a_Rt, b) and (a, Rt_b) differ only for tslope.
+        let error = Design::new(
+            strings(&["a", "a_tslope"]),
+            strings(&["b", "tslope_b"]),
+            one("r"),
+            vec![],
+        )
+        .unwrap_err();
+        assert!(error.contains("tslope"), "{error}");
+        // Warping factors: mouse "m_X" of gene "g" against mouse "m" of gene "X_g".
+        let error = Design::new(
+            one("c"),
+            strings(&["X_g", "g"]),
+            strings(&["m", "m_X"]),
+            vec![],
+        )
+        .unwrap_err();
+        assert!(error.contains("wfactor_"), "{error}");
+        assert!(Design::new(
+            one("c"),
+            strings(&["g1", "g2"]),
+            strings(&["m1", "m2"]),
+            vec![]
+        )
+        .is_ok());
     }
 
     #[test]

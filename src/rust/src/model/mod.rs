@@ -5,19 +5,21 @@
 //! - [`table`]: tokens summed into the (ran, context, species, treatment, bin) table;
 //! - [`curve`]: warping, the poly-sigmoid Ψ and boundary distances of one block;
 //! - [`objective`]: the [`Model`] and its nll, penalty and analytic gradient;
+//! - [`bands`]: prediction bands over parameter samples;
 //! - [`special`]: ln Γ and ψ.
 
-pub mod build;
-pub mod curve;
-pub mod design;
-pub mod objective;
-pub mod special;
-pub mod table;
+pub(crate) mod bands;
+pub(crate) mod build;
+pub(crate) mod curve;
+pub(crate) mod design;
+pub(crate) mod objective;
+pub(crate) mod special;
+pub(crate) mod table;
 
-pub use build::{build_model, CodedTokens};
-pub use design::{Component, Design, Factor, ParameterLayout, ParameterRole, Structure, WarpKind};
-pub use objective::{Model, Objective, Settings};
-pub use table::{SummedTable, TableShape, TokenColumns};
+pub(crate) use build::{build_model, CodedTokens};
+pub(crate) use design::{Component, Design, Factor, ParameterRole, Structure, WarpKind};
+pub(crate) use objective::{Model, Objective, Settings};
+pub(crate) use table::{SummedTable, TableShape};
 
 #[cfg(test)]
 pub(crate) mod synthetic;

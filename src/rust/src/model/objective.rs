@@ -8,26 +8,25 @@ use super::design::{
 };
 use super::special::{ln_gamma, ln_gamma_ratio, ln_gamma_ratio_and_digamma_difference};
 use super::table::SummedTable;
-use serde::{Deserialize, Serialize};
 
 /// The objective's stand-in for +∞ (upstream `inf_`).
-pub const PSEUDO_INFINITY: f64 = 1e100;
+pub(crate) const PSEUDO_INFINITY: f64 = 1e100;
 
 /// Predicted log rates below this make the likelihood infinite (upstream `rt_lower_bound`).
-pub const RATE_LOWER_BOUND: f64 = -0.01;
+pub(crate) const RATE_LOWER_BOUND: f64 = -0.01;
 
 /// a_i·x_i is clamped below at this value, so one penalty term is at most 1e60.
-pub const PENALTY_DISTANCE_FLOOR: f64 = 1e-30;
+pub(crate) const PENALTY_DISTANCE_FLOOR: f64 = 1e-30;
 
 /// Numeric settings of the objective.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Settings {
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Settings {
     /// Sets the pseudo-infinite warp bound of Rt and tslope: warp_precision / ε.
-    pub warp_precision: f64,
+    pub(crate) warp_precision: f64,
     /// tpoint_buffer = ceil(B · buffer_factor).
-    pub buffer_factor: f64,
+    pub(crate) buffer_factor: f64,
     /// At the start point the penalty is this fraction of the nll.
-    pub max_penalty_at_distance_factor: f64,
+    pub(crate) max_penalty_at_distance_factor: f64,
 }
 
 impl Default for Settings {
@@ -42,23 +41,18 @@ impl Default for Settings {
 
 impl Settings {
     /// Warp bound of Rt and tslope (≈ 4.5e8 with the default precision).
-    pub fn inf_warp(&self) -> f64 {
+    pub(crate) fn inf_warp(&self) -> f64 {
         self.warp_precision / f64::EPSILON
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if !(self.warp_precision.is_finite() && self.warp_precision > 0.0) {
             return Err(format!(
                 "warp_precision must be positive and finite, got {}",
                 self.warp_precision
             ));
         }
-        if !(0.0..1.0).contains(&self.buffer_factor) {
-            return Err(format!(
-                "buffer_factor must be in [0, 1), got {}",
-                self.buffer_factor
-            ));
-        }
+        crate::rules::check_buffer_factor(self.buffer_factor)?;
         if !(self.max_penalty_at_distance_factor.is_finite()
             && self.max_penalty_at_distance_factor > 0.0)
         {
@@ -72,8 +66,8 @@ impl Settings {
 }
 
 /// Everything the objective needs: data, design, degrees and settings.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Model {
+#[derive(Clone, Debug)]
+pub(crate) struct Model {
     table: SummedTable,
     design: Design,
     structure: Structure,
@@ -82,8 +76,9 @@ pub struct Model {
 }
 
 impl Model {
-    /// Checks that the table, design and structure describe the same sizes.
-    pub fn new(
+    /// Checks that the table, design and structure describe the same sizes,
+    /// and that no curve has more transitions than bins.
+    pub(crate) fn new(
         table: SummedTable,
         design: Design,
         structure: Structure,
@@ -108,6 +103,12 @@ impl Model {
                 ));
             }
         }
+        if let Some(&degree) = structure.degrees().iter().find(|&&d| d > shape.bins) {
+            return Err(format!(
+                "a curve has {degree} transitions, more than the {} bins",
+                shape.bins
+            ));
+        }
         let layout = ParameterLayout::new(&design, &structure)?;
         Ok(Self {
             table,
@@ -118,40 +119,40 @@ impl Model {
         })
     }
 
-    pub fn table(&self) -> &SummedTable {
+    pub(crate) fn table(&self) -> &SummedTable {
         &self.table
     }
 
     /// For refilling or resampling counts; the table's shape cannot change.
-    pub fn table_mut(&mut self) -> &mut SummedTable {
+    pub(crate) fn table_mut(&mut self) -> &mut SummedTable {
         &mut self.table
     }
 
-    pub fn design(&self) -> &Design {
+    pub(crate) fn design(&self) -> &Design {
         &self.design
     }
 
-    pub fn structure(&self) -> &Structure {
+    pub(crate) fn structure(&self) -> &Structure {
         &self.structure
     }
 
-    pub fn settings(&self) -> &Settings {
+    pub(crate) fn settings(&self) -> &Settings {
         &self.settings
     }
 
-    pub fn layout(&self) -> &ParameterLayout {
+    pub(crate) fn layout(&self) -> &ParameterLayout {
         &self.layout
     }
 
-    pub fn parameter_count(&self) -> usize {
+    pub(crate) fn parameter_count(&self) -> usize {
         self.layout.len()
     }
 
-    pub fn parameter_names(&self) -> Vec<String> {
+    pub(crate) fn parameter_names(&self) -> Vec<String> {
         self.layout.names(&self.design)
     }
 
-    pub fn warp_bounds(&self) -> WarpBounds {
+    pub(crate) fn warp_bounds(&self) -> WarpBounds {
         let inf_warp = self.settings.inf_warp();
         WarpBounds {
             rate: inf_warp,
@@ -161,28 +162,16 @@ impl Model {
     }
 
     /// Minimum spacing of transition points from each other and from 0 and B.
-    pub fn tpoint_buffer(&self) -> f64 {
+    pub(crate) fn tpoint_buffer(&self) -> f64 {
         (self.table.bins() as f64 * self.settings.buffer_factor).ceil()
-    }
-
-    /// bincode (standard configuration) of the whole model.
-    pub fn to_bytes(&self) -> Result<Vec<u8>, String> {
-        bincode::serde::encode_to_vec(self, bincode::config::standard())
-            .map_err(|error| format!("cannot serialise the model: {error}"))
-    }
-
-    /// Inverse of [`Model::to_bytes`]; re-checks the sizes and rebuilds the layout.
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
-        let model: Model = crate::codec::decode_exact(bytes, "the model")?;
-        Model::new(model.table, model.design, model.structure, model.settings)
     }
 }
 
 /// One row's log-likelihood and its derivative with respect to μ.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RowTerm {
-    pub log_likelihood: f64,
-    pub d_mu: f64,
+pub(crate) struct RowTerm {
+    pub(crate) log_likelihood: f64,
+    pub(crate) d_mu: f64,
 }
 
 /// Log-likelihood of one observed row (§2.5): y = ln(1+count), μ = Ψ.
@@ -197,12 +186,22 @@ pub struct RowTerm {
 ///   ρ = σ/μ. Upstream exponentiates it and takes the log again; that round
 ///   trip only adds underflow, so it is not repeated here.
 /// - otherwise the row contributes nothing.
-pub fn row_log_likelihood(y: f64, mu: f64, dispersion: f64, ln_gamma_y_plus_one: f64) -> RowTerm {
+pub(crate) fn row_log_likelihood(
+    y: f64,
+    mu: f64,
+    dispersion: f64,
+    ln_gamma_y_plus_one: f64,
+) -> RowTerm {
     row_term::<true>(y, mu, dispersion, ln_gamma_y_plus_one)
 }
 
 /// [`row_log_likelihood`] without the derivative (it costs two digammas).
-pub fn row_log_likelihood_value(y: f64, mu: f64, dispersion: f64, ln_gamma_y_plus_one: f64) -> f64 {
+pub(crate) fn row_log_likelihood_value(
+    y: f64,
+    mu: f64,
+    dispersion: f64,
+    ln_gamma_y_plus_one: f64,
+) -> f64 {
     row_term::<false>(y, mu, dispersion, ln_gamma_y_plus_one).log_likelihood
 }
 
@@ -298,6 +297,7 @@ enum DistanceUse<'a> {
 
 struct PassOutcome {
     nll: f64,
+    #[cfg(test)]
     capped: bool,
     penalty: f64,
 }
@@ -343,7 +343,7 @@ fn for_each_beta_run(model: &Model, mut visit: impl FnMut(BetaRun)) {
 /// Evaluation workspace over a borrowed [`Model`]: every buffer is allocated
 /// here, so evaluations do not touch the heap.
 #[derive(Clone, Debug)]
-pub struct Objective<'m> {
+pub(crate) struct Objective<'m> {
     model: &'m Model,
     bounds: WarpBounds,
     bins: f64,
@@ -362,7 +362,7 @@ pub struct Objective<'m> {
 impl<'m> Objective<'m> {
     /// Allocates the workspace. The penalty stays off (0) until
     /// [`Objective::set_penalty_coefficients`] is called.
-    pub fn new(model: &'m Model) -> Self {
+    pub(crate) fn new(model: &'m Model) -> Self {
         let structure = model.structure();
         let treatments = model.design().treatment_count();
         let mut unwarped_starts = Vec::with_capacity(structure.degrees().len());
@@ -401,15 +401,11 @@ impl<'m> Objective<'m> {
         }
     }
 
-    pub fn model(&self) -> &'m Model {
-        self.model
-    }
-
-    pub fn parameter_count(&self) -> usize {
+    pub(crate) fn parameter_count(&self) -> usize {
         self.model.parameter_count()
     }
 
-    pub fn boundary_distance_count(&self) -> usize {
+    pub(crate) fn boundary_distance_count(&self) -> usize {
         self.distances.len()
     }
 
@@ -427,19 +423,21 @@ impl<'m> Objective<'m> {
     /// Negative log-likelihood; [`PSEUDO_INFINITY`] when a prediction on an
     /// observed row is non-finite or below [`RATE_LOWER_BOUND`], or the sum
     /// is NaN or above it.
-    pub fn nll(&mut self, x: &[f64]) -> Result<f64, String> {
+    pub(crate) fn nll(&mut self, x: &[f64]) -> Result<f64, String> {
         self.check_parameters(x)?;
         Ok(self.pass(x, true, DistanceUse::Record, None).nll)
     }
 
     /// The barrier penalty Σ 1/(a_i·d_i)², 0 while no coefficients are set.
-    pub fn penalty(&mut self, x: &[f64]) -> Result<f64, String> {
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub(crate) fn penalty(&mut self, x: &[f64]) -> Result<f64, String> {
         self.check_parameters(x)?;
         Ok(self.pass(x, false, DistanceUse::Penalty, None).penalty)
     }
 
     /// nll + penalty (upstream "bnll").
-    pub fn value(&mut self, x: &[f64]) -> Result<f64, String> {
+    #[cfg(test)]
+    pub(crate) fn value(&mut self, x: &[f64]) -> Result<f64, String> {
         self.check_parameters(x)?;
         let outcome = self.pass(x, true, DistanceUse::Penalty, None);
         Ok(outcome.nll + outcome.penalty)
@@ -448,7 +446,11 @@ impl<'m> Objective<'m> {
     /// nll + penalty and its exact gradient. Where the nll is capped at
     /// [`PSEUDO_INFINITY`] the gradient is all zeros: the cap is flat, and a
     /// line search has to back off on the value alone.
-    pub fn value_and_gradient(&mut self, x: &[f64], gradient: &mut [f64]) -> Result<f64, String> {
+    pub(crate) fn value_and_gradient(
+        &mut self,
+        x: &[f64],
+        gradient: &mut [f64],
+    ) -> Result<f64, String> {
         self.check_parameters(x)?;
         if gradient.len() != x.len() {
             return Err(format!(
@@ -463,7 +465,7 @@ impl<'m> Objective<'m> {
 
     /// Boundary distances (§2.6) in upstream order: ran block, context,
     /// species, treatment, then within the block.
-    pub fn boundary_distances(&mut self, x: &[f64]) -> Result<&[f64], String> {
+    pub(crate) fn boundary_distances(&mut self, x: &[f64]) -> Result<&[f64], String> {
         self.check_parameters(x)?;
         self.pass(x, false, DistanceUse::Record, None);
         Ok(&self.distances)
@@ -471,7 +473,7 @@ impl<'m> Objective<'m> {
 
     /// gradient = Σ_i weights_i · ∇distance_i (e.g. a one-hot weight on the
     /// smallest distance for the feasibility search). Returns the distances.
-    pub fn boundary_distances_vjp(
+    pub(crate) fn boundary_distances_vjp(
         &mut self,
         x: &[f64],
         weights: &[f64],
@@ -492,7 +494,7 @@ impl<'m> Objective<'m> {
     }
 
     /// Predicted log rate Ψ for every table row, unobserved rows included.
-    pub fn predict_log(&mut self, x: &[f64], out: &mut [f64]) -> Result<(), String> {
+    pub(crate) fn predict_log(&mut self, x: &[f64], out: &mut [f64]) -> Result<(), String> {
         self.check_parameters(x)?;
         let table = self.model.table();
         if out.len() != table.row_count() {
@@ -527,7 +529,11 @@ impl<'m> Objective<'m> {
 
     /// Feasible as upstream checks it: every boundary distance > 0 and every
     /// predicted log rate finite and ≥ −0.01. `predictions` needs one slot per row.
-    pub fn is_feasible(&mut self, x: &[f64], predictions: &mut [f64]) -> Result<bool, String> {
+    pub(crate) fn is_feasible(
+        &mut self,
+        x: &[f64],
+        predictions: &mut [f64],
+    ) -> Result<bool, String> {
         self.predict_log(x, predictions)?;
         let rates_ok = predictions
             .iter()
@@ -539,7 +545,7 @@ impl<'m> Objective<'m> {
     /// Sets a_i = κ/x⁰_i with κ = sqrt(n / (nll(x⁰)·factor)), so every term
     /// starts at nll(x⁰)·factor/n. Fails unless x⁰ is strictly feasible and
     /// its nll positive and finite.
-    pub fn set_penalty_coefficients(&mut self, start: &[f64]) -> Result<(), String> {
+    pub(crate) fn set_penalty_coefficients(&mut self, start: &[f64]) -> Result<(), String> {
         let start_nll = self.nll(start)?;
         if !(start_nll > 0.0 && start_nll < PSEUDO_INFINITY) {
             return Err(format!(
@@ -563,31 +569,9 @@ impl<'m> Objective<'m> {
         Ok(())
     }
 
-    /// Installs coefficients computed elsewhere (one per boundary distance, positive).
-    pub fn set_penalty_coefficient_values(&mut self, coefficients: Vec<f64>) -> Result<(), String> {
-        if coefficients.len() != self.distances.len() {
-            return Err(format!(
-                "expected {} penalty coefficients, got {}",
-                self.distances.len(),
-                coefficients.len()
-            ));
-        }
-        if let Some(bad) = coefficients.iter().find(|&&a| !(a > 0.0 && a.is_finite())) {
-            return Err(format!(
-                "penalty coefficients must be positive and finite, got {bad}"
-            ));
-        }
-        self.penalty_coefficients = Some(coefficients);
-        Ok(())
-    }
-
-    pub fn penalty_coefficients(&self) -> Option<&[f64]> {
+    #[cfg(test)]
+    pub(crate) fn penalty_coefficients(&self) -> Option<&[f64]> {
         self.penalty_coefficients.as_deref()
-    }
-
-    /// Turns the penalty off.
-    pub fn clear_penalty(&mut self) {
-        self.penalty_coefficients = None;
     }
 
     fn unwarped_start(
@@ -821,13 +805,15 @@ impl<'m> Objective<'m> {
         }
         PassOutcome {
             nll: nll_value,
+            #[cfg(test)]
             capped,
             penalty: penalty.total(),
         }
     }
 
     /// Whether the nll at x is capped at [`PSEUDO_INFINITY`].
-    pub fn is_capped(&mut self, x: &[f64]) -> Result<bool, String> {
+    #[cfg(test)]
+    pub(crate) fn is_capped(&mut self, x: &[f64]) -> Result<bool, String> {
         self.check_parameters(x)?;
         Ok(self.pass(x, true, DistanceUse::Record, None).capped)
     }

@@ -75,7 +75,7 @@ fn ln_gamma_asymptotic(z: f64) -> f64 {
 }
 
 /// ln Γ(x) for x > 0. Returns NaN for x ≤ 0 or NaN, and +∞ for x = +∞.
-pub fn ln_gamma(x: f64) -> f64 {
+pub(crate) fn ln_gamma(x: f64) -> f64 {
     if x.is_nan() || x <= 0.0 {
         return f64::NAN;
     }
@@ -96,7 +96,7 @@ pub fn ln_gamma(x: f64) -> f64 {
 }
 
 /// ψ(x) = d/dx ln Γ(x) for x > 0. Returns NaN for x ≤ 0 or NaN, and +∞ for x = +∞.
-pub fn digamma(x: f64) -> f64 {
+pub(crate) fn digamma(x: f64) -> f64 {
     if x.is_nan() || x <= 0.0 {
         return f64::NAN;
     }
@@ -117,7 +117,7 @@ pub fn digamma(x: f64) -> f64 {
 /// The negative-binomial row term needs both for every observed row. For
 /// s ≥ [`ASYMPTOTIC_FROM`] they share ln(1 + y/s) and ln s, which halves the
 /// logarithms per row and avoids cancelling two large digammas.
-pub fn ln_gamma_ratio_and_digamma_difference(y: f64, s: f64) -> (f64, f64) {
+pub(crate) fn ln_gamma_ratio_and_digamma_difference(y: f64, s: f64) -> (f64, f64) {
     if s < ASYMPTOTIC_FROM || s.is_infinite() || s.is_nan() || y.is_nan() || y < 0.0 {
         return (ln_gamma_ratio(y, s), digamma(s + y) - digamma(s));
     }
@@ -135,7 +135,7 @@ pub fn ln_gamma_ratio_and_digamma_difference(y: f64, s: f64) -> (f64, f64) {
 /// ln Γ(s + y) − ln Γ(s) for s > 0, y ≥ 0, without the cancellation that the
 /// plain difference suffers when s is large (the negative-binomial shape can be
 /// 1e6 and more while y is a few units).
-pub fn ln_gamma_ratio(y: f64, s: f64) -> f64 {
+pub(crate) fn ln_gamma_ratio(y: f64, s: f64) -> f64 {
     if s.is_nan() || y.is_nan() || s <= 0.0 || y < 0.0 {
         return f64::NAN;
     }

@@ -361,8 +361,6 @@ fn penalty_starts_at_the_configured_fraction_of_the_nll() {
     for (a, d) in coefficients.iter().zip(&distances) {
         assert!((1.0 / (a * d).powi(2) - each).abs() <= 1e-12 * each);
     }
-    objective.clear_penalty();
-    assert!(objective.penalty_coefficients().is_none());
 }
 
 #[test]
@@ -383,7 +381,6 @@ fn infeasible_start_points_cannot_scale_the_penalty() {
         assert!(objective.set_penalty_coefficients(&start).is_err());
     }
     assert!(objective.set_penalty_coefficients(&start[1..]).is_err());
-    assert!(objective.set_penalty_coefficient_values(vec![1.0]).is_err());
 }
 
 #[test]
@@ -442,8 +439,8 @@ fn boundary_vector_jacobian_product_matches_finite_differences() {
 #[test]
 fn serialisation_round_trip_keeps_the_objective_identical() {
     let case = build_case(61, Factors::BinaryAndTimeSeries, 4);
-    let bytes = case.model.to_bytes().unwrap();
-    let restored = Model::from_bytes(&bytes).unwrap();
+    let bytes = crate::saved::encode_model(&case.model).unwrap();
+    let restored = crate::saved::decode_model(&bytes).unwrap();
     assert_eq!(restored.parameter_names(), case.model.parameter_names());
 
     let x = perturbed(&case.truth, 61);
@@ -458,7 +455,7 @@ fn serialisation_round_trip_keeps_the_objective_identical() {
     assert_eq!(value.to_bits(), copy_value.to_bits());
     assert_eq!(gradient, copy_gradient);
 
-    assert!(Model::from_bytes(&bytes[..bytes.len() / 2]).is_err());
+    assert!(crate::saved::decode_model(&bytes[..bytes.len() / 2]).is_err());
 }
 
 #[test]

@@ -2,36 +2,46 @@
 //! species, treatment, bin), built from token columns in O(tokens + rows).
 
 use super::design::RanBlocks;
-use serde::{Deserialize, Serialize};
 
 /// Sizes of the table's nesting levels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TableShape {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TableShape {
     /// B: bins run 1..=B.
-    pub bins: usize,
-    pub contexts: usize,
-    pub species: usize,
+    pub(crate) bins: usize,
+    pub(crate) contexts: usize,
+    pub(crate) species: usize,
     /// Real random-effect levels (the "none" pseudo-level is not counted).
-    pub ran_levels: usize,
-    pub treatments: usize,
+    pub(crate) ran_levels: usize,
+    pub(crate) treatments: usize,
 }
 
 /// Integer-coded token columns, one entry per token. Indices are 0-based;
 /// `ran` indexes the real levels.
 #[derive(Clone, Copy, Debug)]
-pub struct TokenColumns<'a> {
-    pub count: &'a [f64],
-    pub bin: &'a [i32],
-    pub context: &'a [usize],
-    pub species: &'a [usize],
-    pub ran: &'a [usize],
-    pub treatment: &'a [usize],
+pub(crate) struct TokenColumns<'a> {
+    pub(crate) count: &'a [f64],
+    pub(crate) bin: &'a [i32],
+    pub(crate) context: &'a [usize],
+    pub(crate) species: &'a [usize],
+    pub(crate) ran: &'a [usize],
+    pub(crate) treatment: &'a [usize],
+}
+
+/// Where a row sits: indices from 0, the bin from 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RowKey {
+    /// Ran block (see [`RanBlocks`]).
+    pub(crate) block: usize,
+    pub(crate) context: usize,
+    pub(crate) species: usize,
+    pub(crate) treatment: usize,
+    pub(crate) bin: usize,
 }
 
 /// Rows are ordered ran block (population "none" first when there are two or
 /// more real levels), context, species, treatment, bin (innermost).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SummedTable {
+#[derive(Clone, Debug)]
+pub(crate) struct SummedTable {
     shape: TableShape,
     ran_blocks: RanBlocks,
     round_population_counts: bool,
@@ -63,33 +73,13 @@ impl SummedTable {
     /// 1..=B, are skipped; negative or infinite counts and out-of-range
     /// indices are errors. `round_population_counts` rounds the extrapolated
     /// "none" counts (upstream `round_none`).
-    pub fn new(
+    pub(crate) fn new(
         shape: TableShape,
         tokens: TokenColumns<'_>,
         round_population_counts: bool,
     ) -> Result<Self, String> {
-        if shape.bins == 0
-            || shape.contexts == 0
-            || shape.species == 0
-            || shape.ran_levels == 0
-            || shape.treatments == 0
-        {
-            return Err(format!(
-                "every table dimension must be positive, got {shape:?}"
-            ));
-        }
         let ran_blocks = RanBlocks::new(shape.ran_levels);
-        let row_count = [
-            shape.contexts,
-            shape.species,
-            shape.treatments,
-            ran_blocks.count(),
-        ]
-        .iter()
-        .try_fold(shape.bins, |acc, &n| acc.checked_mul(n))
-        .filter(|&rows| rows < usize::MAX / 2)
-        .ok_or("the summed table would have too many rows")?;
-
+        let rows_per_block = Self::check_shape(shape)?;
         let token_count = tokens.count.len();
         let lengths = [
             ("bin", tokens.bin.len()),
@@ -105,23 +95,8 @@ impl SummedTable {
                 ));
             }
         }
-
-        let mut table = Self {
-            shape,
-            ran_blocks,
-            round_population_counts,
-            count: vec![0.0; row_count],
-            count_log: vec![0.0; row_count],
-            observed: vec![false; row_count],
-            pool_starts: vec![0; row_count + 1],
-            pool_tokens: Vec::new(),
-            token_counts: tokens.count.to_vec(),
-            dispersion: vec![0.0; shape.contexts * shape.species],
-        };
-
-        // Counting sort of tokens by row: one pass to size the pools, one to fill them.
-        let mut row_of_token = vec![usize::MAX; token_count];
-        for (position, token_row) in row_of_token.iter_mut().enumerate() {
+        let mut token_rows = vec![None; token_count];
+        for (position, token_row) in token_rows.iter_mut().enumerate() {
             let count = tokens.count[position];
             if count.is_nan() {
                 continue;
@@ -149,59 +124,175 @@ impl SummedTable {
             if bin < 1 || bin as usize > shape.bins {
                 continue;
             }
-            let row = table.block_start_row(
-                ran_blocks.block_of_real(tokens.ran[position]),
-                tokens.context[position],
-                tokens.species[position],
-                tokens.treatment[position],
-            ) + (bin as usize - 1);
-            *token_row = row;
-            table.pool_starts[row + 1] += 1;
+            let block = ran_blocks.block_of_real(tokens.ran[position]);
+            let cell = ((tokens.context[position] * shape.species + tokens.species[position])
+                * shape.treatments
+                + tokens.treatment[position])
+                * shape.bins;
+            *token_row = Some(block * rows_per_block + cell + (bin as usize - 1));
+        }
+        Self::from_token_rows(
+            shape,
+            round_population_counts,
+            &token_rows,
+            tokens.count.to_vec(),
+        )
+    }
+
+    /// Rows of one ran block, after checking that every dimension is
+    /// positive and the whole table's row count fits in memory arithmetic.
+    fn check_shape(shape: TableShape) -> Result<usize, String> {
+        if shape.bins == 0
+            || shape.contexts == 0
+            || shape.species == 0
+            || shape.ran_levels == 0
+            || shape.treatments == 0
+        {
+            return Err(format!(
+                "every table dimension must be positive, got {shape:?}"
+            ));
+        }
+        let blocks = RanBlocks::new(shape.ran_levels).count();
+        let rows_per_block = [shape.contexts, shape.species, shape.treatments]
+            .iter()
+            .try_fold(shape.bins, |acc, &n| acc.checked_mul(n));
+        rows_per_block
+            .filter(|rows| {
+                rows.checked_mul(blocks)
+                    .is_some_and(|all| all < usize::MAX / 2)
+            })
+            .ok_or_else(|| "the summed table would have too many rows".to_string())
+    }
+
+    /// The table whose row `r` pools the tokens `t` with `token_rows[t] ==
+    /// Some(r)`, from the count of every token (the input count column).
+    ///
+    /// This is how a saved table is rebuilt, so it checks every invariant
+    /// the rest of the model relies on: a row for each pooled token, no
+    /// token in a population ("none") row, and finite non-negative counts
+    /// for the pooled tokens. Pools list their tokens in input order, as
+    /// [`SummedTable::new`] makes them.
+    pub(crate) fn from_token_rows(
+        shape: TableShape,
+        round_population_counts: bool,
+        token_rows: &[Option<usize>],
+        token_counts: Vec<f64>,
+    ) -> Result<Self, String> {
+        let rows_per_block = Self::check_shape(shape)?;
+        let ran_blocks = RanBlocks::new(shape.ran_levels);
+        let row_count = rows_per_block * ran_blocks.count();
+        if token_rows.len() != token_counts.len() {
+            return Err(format!(
+                "{} token rows for {} token counts",
+                token_rows.len(),
+                token_counts.len()
+            ));
+        }
+        let mut pool_starts = vec![0usize; row_count + 1];
+        for (token, row) in token_rows.iter().enumerate() {
+            let Some(row) = *row else { continue };
+            if row >= row_count {
+                return Err(format!(
+                    "token {token} is in row {row}, but the table has {row_count} rows"
+                ));
+            }
+            if ran_blocks.real_of_block(row / rows_per_block).is_none() {
+                return Err(format!(
+                    "token {token} is in population row {row}, which holds no tokens"
+                ));
+            }
+            let count = token_counts[token];
+            if !(count.is_finite() && count >= 0.0) {
+                return Err(format!(
+                    "token {token}: count {count} must be finite and non-negative"
+                ));
+            }
+            pool_starts[row + 1] += 1;
         }
         for row in 0..row_count {
-            table.pool_starts[row + 1] += table.pool_starts[row];
+            pool_starts[row + 1] += pool_starts[row];
         }
-        let mut next_slot = table.pool_starts.clone();
-        table.pool_tokens = vec![0; table.pool_starts[row_count]];
-        for (position, &row) in row_of_token.iter().enumerate() {
-            if row != usize::MAX {
-                table.pool_tokens[next_slot[row]] = position;
+        let mut next_slot = pool_starts.clone();
+        let mut pool_tokens = vec![0; pool_starts[row_count]];
+        for (token, row) in token_rows.iter().enumerate() {
+            if let Some(row) = *row {
+                pool_tokens[next_slot[row]] = token;
                 next_slot[row] += 1;
             }
         }
-
-        for row in 0..row_count {
-            let block = row / table.rows_per_ran_block();
-            table.observed[row] = match ran_blocks.real_of_block(block) {
+        let observed = (0..row_count)
+            .map(|row| match ran_blocks.real_of_block(row / rows_per_block) {
                 None => true,
-                Some(_) => table.pool_starts[row + 1] > table.pool_starts[row],
-            };
-        }
-        let original = std::mem::take(&mut table.token_counts);
-        table.sum_pools(&original);
-        table.token_counts = original;
+                Some(_) => pool_starts[row + 1] > pool_starts[row],
+            })
+            .collect();
+        let mut table = Self {
+            shape,
+            ran_blocks,
+            round_population_counts,
+            count: vec![0.0; row_count],
+            count_log: vec![0.0; row_count],
+            observed,
+            pool_starts,
+            pool_tokens,
+            token_counts: Vec::new(),
+            dispersion: vec![0.0; shape.contexts * shape.species],
+        };
+        table.sum_pools(&token_counts);
+        table.token_counts = token_counts;
         table.refresh_derived();
         Ok(table)
     }
 
-    pub fn shape(&self) -> TableShape {
+    /// The row of every token (`None` for tokens in no row): with
+    /// [`SummedTable::token_counts`], what [`SummedTable::from_token_rows`]
+    /// rebuilds the table from.
+    pub(crate) fn token_rows(&self) -> Vec<Option<usize>> {
+        let mut rows = vec![None; self.token_counts.len()];
+        for row in 0..self.row_count() {
+            for &token in self.pool(row) {
+                rows[token] = Some(row);
+            }
+        }
+        rows
+    }
+
+    /// Which ran block, context, species, treatment and bin a row holds.
+    pub(crate) fn row_key(&self, row: usize) -> RowKey {
+        let shape = &self.shape;
+        let bin = row % shape.bins;
+        let rest = row / shape.bins;
+        let treatment = rest % shape.treatments;
+        let rest = rest / shape.treatments;
+        let species = rest % shape.species;
+        let rest = rest / shape.species;
+        RowKey {
+            block: rest / shape.contexts,
+            context: rest % shape.contexts,
+            species,
+            treatment,
+            bin: bin + 1,
+        }
+    }
+
+    pub(crate) fn shape(&self) -> TableShape {
         self.shape
     }
 
-    pub fn ran_blocks(&self) -> RanBlocks {
+    pub(crate) fn ran_blocks(&self) -> RanBlocks {
         self.ran_blocks
     }
 
-    pub fn bins(&self) -> usize {
+    pub(crate) fn bins(&self) -> usize {
         self.shape.bins
     }
 
-    pub fn round_population_counts(&self) -> bool {
+    pub(crate) fn round_population_counts(&self) -> bool {
         self.round_population_counts
     }
 
     /// N = B·C·S·T·(R+1), or B·C·S·T with a single ran level.
-    pub fn row_count(&self) -> usize {
+    pub(crate) fn row_count(&self) -> usize {
         self.count.len()
     }
 
@@ -211,7 +302,7 @@ impl SummedTable {
 
     /// Row of bin 1 of a (ran block, context, species, treatment) block. The
     /// indices must be in range; see [`SummedTable::row_index`] for a checked form.
-    pub fn block_start_row(
+    pub(crate) fn block_start_row(
         &self,
         block: usize,
         context: usize,
@@ -225,7 +316,8 @@ impl SummedTable {
     }
 
     /// Row of (ran block, context, species, treatment, bin in 1..=B).
-    pub fn row_index(
+    #[cfg(test)]
+    pub(crate) fn row_index(
         &self,
         block: usize,
         context: usize,
@@ -243,26 +335,26 @@ impl SummedTable {
     }
 
     /// Summed counts; NaN on unobserved rows.
-    pub fn count(&self) -> &[f64] {
+    pub(crate) fn count(&self) -> &[f64] {
         &self.count
     }
 
     /// ln(count + 1); NaN on unobserved rows.
-    pub fn count_log(&self) -> &[f64] {
+    pub(crate) fn count_log(&self) -> &[f64] {
         &self.count_log
     }
 
     /// Whether a row enters the likelihood (false = NA).
-    pub fn observed(&self) -> &[bool] {
+    pub(crate) fn observed(&self) -> &[bool] {
         &self.observed
     }
 
-    pub fn observed_row_count(&self) -> usize {
+    pub(crate) fn observed_row_count(&self) -> usize {
         self.observed.iter().filter(|&&o| o).count()
     }
 
     /// Token indices (positions in the input columns) summed into a row.
-    pub fn pool(&self, row: usize) -> &[usize] {
+    pub(crate) fn pool(&self, row: usize) -> &[usize] {
         match (self.pool_starts.get(row), self.pool_starts.get(row + 1)) {
             (Some(&start), Some(&end)) => &self.pool_tokens[start..end],
             _ => &[],
@@ -270,24 +362,26 @@ impl SummedTable {
     }
 
     /// The input count column.
-    pub fn token_counts(&self) -> &[f64] {
+    pub(crate) fn token_counts(&self) -> &[f64] {
         &self.token_counts
     }
 
     /// φ of a (context, species) pair.
-    pub fn dispersion(&self, context: usize, species: usize) -> f64 {
+    pub(crate) fn dispersion(&self, context: usize, species: usize) -> f64 {
         self.dispersion[context * self.shape.species + species]
     }
 
     /// φ for every (context, species), context-major.
-    pub fn dispersions(&self) -> &[f64] {
+    #[cfg(test)]
+    pub(crate) fn dispersions(&self) -> &[f64] {
         &self.dispersion
     }
 
     /// Re-sums every observed real row from the given per-token counts (same
     /// positions as the input columns), then refreshes the "none" rows,
     /// count_log and φ. The pools and the NA pattern do not change.
-    pub fn refill_from_token_counts(&mut self, token_counts: &[f64]) -> Result<(), String> {
+    #[cfg(test)]
+    pub(crate) fn refill_from_token_counts(&mut self, token_counts: &[f64]) -> Result<(), String> {
         if token_counts.len() != self.token_counts.len() {
             return Err(format!(
                 "expected {} token counts, got {}",
@@ -311,7 +405,7 @@ impl SummedTable {
     }
 
     /// Puts back the sums of the original token counts.
-    pub fn restore_original_counts(&mut self) {
+    pub(crate) fn restore_original_counts(&mut self) {
         let original = std::mem::take(&mut self.token_counts);
         self.sum_pools(&original);
         self.token_counts = original;
@@ -323,7 +417,10 @@ impl SummedTable {
     /// `pick(n)` must return a position in 0..n; rows are visited in table
     /// order, so a seeded `pick` gives a reproducible resample. On an invalid
     /// position the original counts are restored and an error returned.
-    pub fn resample_pools<F: FnMut(usize) -> usize>(&mut self, mut pick: F) -> Result<(), String> {
+    pub(crate) fn resample_pools<F: FnMut(usize) -> usize>(
+        &mut self,
+        mut pick: F,
+    ) -> Result<(), String> {
         for row in 0..self.row_count() {
             let block = row / self.rows_per_ran_block();
             if !self.observed[row] || self.ran_blocks.real_of_block(block).is_none() {
@@ -519,6 +616,63 @@ mod tests {
     }
 
     /// Two mice, two bins; mouse 0 has no tokens in bin 2.
+    #[test]
+    fn a_table_rebuilt_from_its_token_rows_is_identical() {
+        let tokens = two_mice();
+        let table = SummedTable::new(shape(2, 1, 1, 2, 1), tokens.columns(), true).unwrap();
+        let rows = table.token_rows();
+        assert_eq!(rows[4], None); // NA count
+        assert_eq!(rows[5], None); // bin beyond B
+        let rebuilt =
+            SummedTable::from_token_rows(table.shape(), true, &rows, table.token_counts().to_vec())
+                .unwrap();
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(rebuilt.count()), bits(table.count()));
+        assert_eq!(bits(rebuilt.count_log()), bits(table.count_log()));
+        assert_eq!(bits(rebuilt.dispersions()), bits(table.dispersions()));
+        assert_eq!(rebuilt.observed(), table.observed());
+        for row in 0..table.row_count() {
+            assert_eq!(rebuilt.pool(row), table.pool(row));
+        }
+    }
+
+    #[test]
+    fn token_rows_that_break_the_table_are_refused() {
+        let tokens = two_mice();
+        let table = SummedTable::new(shape(2, 1, 1, 2, 1), tokens.columns(), true).unwrap();
+        let counts = table.token_counts().to_vec();
+        let rebuild = |rows: &[Option<usize>], counts: Vec<f64>| {
+            SummedTable::from_token_rows(table.shape(), true, rows, counts)
+        };
+        let mut rows = table.token_rows();
+        rows[0] = Some(table.row_count()); // beyond the table
+        assert!(rebuild(&rows, counts.clone()).is_err());
+        let mut rows = table.token_rows();
+        rows[0] = Some(0); // a population ("none") row
+        assert!(rebuild(&rows, counts.clone()).is_err());
+        let mut rows = table.token_rows();
+        rows[4] = Some(2); // the token with an NA count, pooled
+        assert!(rebuild(&rows, counts.clone()).is_err());
+        let mut negative = counts.clone();
+        negative[0] = -1.0;
+        assert!(rebuild(&table.token_rows(), negative).is_err());
+        assert!(rebuild(&table.token_rows()[1..], counts.clone()).is_err());
+        assert!(rebuild(&table.token_rows(), counts).is_ok());
+    }
+
+    #[test]
+    fn row_keys_invert_the_row_order() {
+        let tokens = two_mice();
+        let table = SummedTable::new(shape(2, 1, 1, 2, 1), tokens.columns(), true).unwrap();
+        for row in 0..table.row_count() {
+            let key = table.row_key(row);
+            assert_eq!(
+                table.row_index(key.block, key.context, key.species, key.treatment, key.bin),
+                Some(row)
+            );
+        }
+    }
+
     fn two_mice() -> Tokens {
         let mut tokens = Tokens::new();
         tokens.add(3.0, 1, 0, 0, 0, 0); // 0

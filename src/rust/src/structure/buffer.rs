@@ -13,16 +13,16 @@
 
 /// The admissible tpoint range for a bin axis 1..=B and a buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BufferLimits {
-    pub buffer: usize,
+pub(crate) struct BufferLimits {
+    pub(crate) buffer: usize,
     /// Smallest admissible position, buffer + 1.
-    pub lowest: usize,
+    pub(crate) lowest: usize,
     /// Largest admissible position, B − buffer − 1 (0 when none fits).
-    pub highest: usize,
+    pub(crate) highest: usize,
 }
 
 impl BufferLimits {
-    pub fn new(bins: usize, buffer: usize) -> Self {
+    pub(crate) fn new(bins: usize, buffer: usize) -> Self {
         Self {
             buffer,
             lowest: buffer + 1,
@@ -31,7 +31,7 @@ impl BufferLimits {
     }
 
     /// Whether any position is admissible at all.
-    pub fn has_room(&self) -> bool {
+    pub(crate) fn has_room(&self) -> bool {
         self.highest >= self.lowest
     }
 }
@@ -54,7 +54,7 @@ impl BufferLimits {
 /// - a first point above `highest` is placed at `highest` (upstream never
 ///   checks the first point's upper end);
 /// - without any admissible position every row is marked.
-pub fn enforce_column(points: &mut [usize], limits: BufferLimits) -> Vec<bool> {
+pub(crate) fn enforce_column(points: &mut [usize], limits: BufferLimits) -> Vec<bool> {
     let count = points.len();
     let mut marked = vec![false; count];
     if !limits.has_room() {
@@ -99,23 +99,23 @@ pub fn enforce_column(points: &mut [usize], limits: BufferLimits) -> Vec<bool> {
 
 /// Change points after buffer enforcement: one row per transition.
 #[derive(Clone, Debug, PartialEq)]
-pub struct BufferedPoints {
+pub(crate) struct BufferedPoints {
     /// Indices (into the input rows) of the transitions kept.
-    pub kept_rows: Vec<usize>,
+    pub(crate) kept_rows: Vec<usize>,
     /// Per column, the kept rows' positions (1-based bins).
-    pub columns: Vec<Vec<usize>>,
+    pub(crate) columns: Vec<Vec<usize>>,
 }
 
 impl BufferedPoints {
     /// The degree d: the number of transitions left.
-    pub fn degree(&self) -> usize {
+    pub(crate) fn degree(&self) -> usize {
         self.kept_rows.len()
     }
 }
 
 /// Enforces the buffer on every column (each holding the same d rows), then
 /// removes every row marked in any column from all columns (§3.1 step 6).
-pub fn enforce_buffer(
+pub(crate) fn enforce_buffer(
     columns: &[Vec<usize>],
     bins: usize,
     buffer: usize,
@@ -147,7 +147,7 @@ pub fn enforce_buffer(
 /// kept columns of each change point. `column_treatments[i]` is the treatment
 /// of column i. A treatment without any complete column (upstream: 0/0 = NaN)
 /// gets the mean over all columns instead.
-pub fn treatment_means(
+pub(crate) fn treatment_means(
     points: &BufferedPoints,
     column_treatments: &[usize],
     treatments: usize,

@@ -8,11 +8,11 @@
 
 /// An optimal alignment of a query series x (index i) to a reference y (index j).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Alignment {
+pub(crate) struct Alignment {
     /// Cumulative cost g(n−1, m−1) of the optimal path (not normalised).
-    pub distance: f64,
+    pub(crate) distance: f64,
     /// (i, j) pairs from (0, 0) to (n−1, m−1), both indices non-decreasing.
-    pub path: Vec<(usize, usize)>,
+    pub(crate) path: Vec<(usize, usize)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +34,7 @@ enum Step {
 /// d(i,j) = |x_i − y_j|. Ties prefer the diagonal, then the reference step,
 /// then the query step (the order of R `dtw`'s pattern list, whose
 /// `which.min` takes the first minimum). Errors on empty or non-finite input.
-pub fn align(query: &[f64], reference: &[f64]) -> Result<Alignment, String> {
+pub(crate) fn align(query: &[f64], reference: &[f64]) -> Result<Alignment, String> {
     let (n, m) = (query.len(), reference.len());
     if n == 0 || m == 0 {
         return Err("DTW needs two non-empty series".into());
@@ -104,7 +104,7 @@ fn round_half_even(value: f64) -> f64 {
 /// query: each becomes round(mean of the 1-based query positions aligned
 /// to it), rounding halves to even as R does. NaN entries of either series
 /// are read as 1 (upstream's NA → 1).
-pub fn project_change_points(
+pub(crate) fn project_change_points(
     query: &[f64],
     reference: &[f64],
     reference_points: &[usize],

@@ -32,27 +32,27 @@
 use super::lro::SeriesMatrix;
 
 /// The Improved scan uses `lro_cutoff` times this.
-pub const CANDIDATE_CUTOFF_SCALE: f64 = 0.5;
+pub(crate) const CANDIDATE_CUTOFF_SCALE: f64 = 0.5;
 
 /// Tuning of the pruning.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct PruningSettings {
+pub(crate) struct PruningSettings {
     /// Minimum two-sample statistic of a kept step.
-    pub min_step_t: f64,
+    pub(crate) min_step_t: f64,
     /// Same-direction neighbours closer than this (bins) are merged.
-    pub merge_distance: usize,
+    pub(crate) merge_distance: usize,
     /// Same-direction neighbours are also merged when the stretch between
     /// them trends with at least this t statistic ...
-    pub ramp_min_t: f64,
+    pub(crate) ramp_min_t: f64,
     /// ... and rises by at least this fraction of the smaller step.
-    pub ramp_fraction: f64,
+    pub(crate) ramp_fraction: f64,
 }
 
 impl PruningSettings {
     /// Defaults for base window ws: t ≥ 5 (a spurious peak is the maximum of
     /// many near-normal statistics, so a z-type 2 or 3 lets noise through),
     /// merge distance 2·ws.
-    pub fn for_window(window: usize) -> Self {
+    pub(crate) fn for_window(window: usize) -> Self {
         Self {
             min_step_t: 5.0,
             merge_distance: 2 * window,
@@ -64,7 +64,7 @@ impl PruningSettings {
 
 /// Per treatment with at least one complete column, the bin-wise mean of
 /// its columns; treatments without columns are left out.
-pub fn treatment_consensus(series: &SeriesMatrix, treatments: usize) -> Vec<Vec<f64>> {
+pub(crate) fn treatment_consensus(series: &SeriesMatrix, treatments: usize) -> Vec<Vec<f64>> {
     (0..treatments)
         .filter_map(|t| {
             let columns: Vec<&Vec<f64>> = series
@@ -100,7 +100,7 @@ fn median(values: &mut [f64]) -> f64 {
 /// normal sd (differences of iid noise have sd σ√2). Steps only touch a few
 /// differences, so they barely move it. Never below a tiny floor, so a
 /// noise-free series still gives finite statistics.
-pub fn noise_sd(series: &[f64]) -> f64 {
+pub(crate) fn noise_sd(series: &[f64]) -> f64 {
     let mut differences: Vec<f64> = series.windows(2).map(|w| w[1] - w[0]).collect();
     let centre = median(&mut differences.clone());
     let mut deviations: Vec<f64> = differences
@@ -181,7 +181,7 @@ fn is_ramp(middle: &[f64], signed_step: f64, settings: &PruningSettings) -> bool
 
 /// Applies the pruning to sorted 1-based candidates. `consensus` holds one
 /// series per treatment (see [`treatment_consensus`]).
-pub fn prune_change_points(
+pub(crate) fn prune_change_points(
     candidates: &[usize],
     consensus: &[Vec<f64>],
     settings: &PruningSettings,

@@ -6,20 +6,39 @@ use super::DetectedStructure;
 use crate::model::{Component, Model, SummedTable, WarpKind};
 use crate::streams::TaskStream;
 
-/// Target rise of a transition's run, as a fraction of the block-rate step.
-pub const RISE_THRESHOLD_FACTOR: f64 = 0.8;
-
 /// Floor of the initial transition slopes (upstream `min_initialization_slope`).
-pub const MIN_INITIAL_SLOPE: f64 = 0.25;
+pub(crate) const MIN_INITIAL_SLOPE: f64 = 0.25;
 
 /// Initial warping factors are drawn from U(−WARP_HALF_WIDTH, WARP_HALF_WIDTH).
-pub const WARP_HALF_WIDTH: f64 = 0.1;
+pub(crate) const WARP_HALF_WIDTH: f64 = 0.1;
 
-/// Stream of [`TaskStream`] used by [`initial_parameters`] for the warps.
-/// The engine numbers tasks from 1, so stream 0 is never a task's own stream;
-/// a caller that wants different warps per task (e.g. per bootstrap) passes
-/// the task number to [`initial_parameters_with_stream`].
-pub const INITIAL_WARP_STREAM: u64 = 0;
+/// Settings of the starting values.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct StartSettings {
+    /// Target rise of a transition's run, as a fraction of the block-rate
+    /// step (see [`block_rates_and_runs`]).
+    pub(crate) rise_threshold_factor: f64,
+}
+
+impl Default for StartSettings {
+    fn default() -> Self {
+        Self {
+            rise_threshold_factor: 0.8,
+        }
+    }
+}
+
+impl StartSettings {
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        if !(self.rise_threshold_factor.is_finite() && self.rise_threshold_factor > 0.0) {
+            return Err(format!(
+                "rise_threshold_factor must be positive and finite, got {}",
+                self.rise_threshold_factor
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// count_log_avg of one (context, species): a B×T matrix whose entry
 /// (b, t) is the mean of count_log over the ran blocks ("none" included) at
@@ -29,7 +48,7 @@ pub const INITIAL_WARP_STREAM: u64 = 0;
 /// its entry 0 averages every bin and the rest are shifted one bin right
 /// (§9 item 12). v1.0 had it right, as here.
 #[derive(Clone, Debug, PartialEq)]
-pub struct CountLogAverage {
+pub(crate) struct CountLogAverage {
     bins: usize,
     treatments: usize,
     /// Column-major: treatment t occupies `values[t·B .. (t+1)·B]`.
@@ -37,28 +56,25 @@ pub struct CountLogAverage {
 }
 
 impl CountLogAverage {
-    pub fn bins(&self) -> usize {
+    pub(crate) fn bins(&self) -> usize {
         self.bins
     }
 
-    pub fn treatments(&self) -> usize {
-        self.treatments
-    }
-
     /// The series of treatment t over bins 1..=B (index b − 1).
-    pub fn column(&self, treatment: usize) -> &[f64] {
+    pub(crate) fn column(&self, treatment: usize) -> &[f64] {
         &self.values[treatment * self.bins..(treatment + 1) * self.bins]
     }
 
     /// Entry at bin b (1-based) and treatment t; `None` when out of range.
-    pub fn at(&self, bin: usize, treatment: usize) -> Option<f64> {
+    #[cfg(test)]
+    pub(crate) fn at(&self, bin: usize, treatment: usize) -> Option<f64> {
         ((1..=self.bins).contains(&bin) && treatment < self.treatments)
             .then(|| self.values[treatment * self.bins + bin - 1])
     }
 }
 
 /// Builds count_log_avg for one (context, species).
-pub fn count_log_average(
+pub(crate) fn count_log_average(
     table: &SummedTable,
     context: usize,
     species: usize,
@@ -100,7 +116,7 @@ pub fn count_log_average(
 /// small dense square matrix. Full pivoting keeps the solve stable for any
 /// non-singular W and detects singular ones reliably.
 #[derive(Clone, Debug)]
-pub struct FullPivotLu {
+pub(crate) struct FullPivotLu {
     size: usize,
     /// L (unit diagonal, below) and U (on and above), row-major.
     factors: Vec<f64>,
@@ -113,7 +129,7 @@ pub struct FullPivotLu {
 impl FullPivotLu {
     /// Factors a row-major n×n matrix; errors when it is singular (a pivot
     /// below n·ε·max|a|) or not finite.
-    pub fn new(matrix: &[f64], size: usize) -> Result<Self, String> {
+    pub(crate) fn new(matrix: &[f64], size: usize) -> Result<Self, String> {
         if size == 0 || matrix.len() != size * size {
             return Err(format!(
                 "expected a non-empty {size}×{size} matrix, got {} entries",
@@ -170,7 +186,7 @@ impl FullPivotLu {
     }
 
     /// Solves A·x = b.
-    pub fn solve(&self, rhs: &[f64]) -> Result<Vec<f64>, String> {
+    pub(crate) fn solve(&self, rhs: &[f64]) -> Result<Vec<f64>, String> {
         let n = self.size;
         if rhs.len() != n {
             return Err(format!("expected {n} right-hand values, got {}", rhs.len()));
@@ -218,11 +234,11 @@ fn mean_skipping_nan(series: &[f64]) -> f64 {
 /// Block rates and transition runs of one treatment (upstream
 /// `est_bkRates_tRuns`).
 #[derive(Clone, Debug, PartialEq)]
-pub struct BlockEstimates {
+pub(crate) struct BlockEstimates {
     /// d + 1 block means.
-    pub rates: Vec<f64>,
+    pub(crate) rates: Vec<f64>,
     /// d run lengths (bins needed to complete each transition's rise), ≥ 1.
-    pub runs: Vec<f64>,
+    pub(crate) runs: Vec<f64>,
 }
 
 /// Splits `series` (bins 1..=B at index b − 1) at the rounded change points
@@ -243,7 +259,7 @@ pub struct BlockEstimates {
 ///
 /// A block mean that is NaN (no observed bin) falls back to the series mean,
 /// then to 0, so the β solve never sees NaN.
-pub fn block_rates_and_runs(
+pub(crate) fn block_rates_and_runs(
     series: &[f64],
     change_points: &[usize],
     rise_threshold_factor: f64,
@@ -320,17 +336,8 @@ pub fn block_rates_and_runs(
 
 /// Initial slope of a transition completed over `run` bins: 4/run (the
 /// slope of Ψ at the tpoint is ≈ tslope·ΔR/4), floored at [`MIN_INITIAL_SLOPE`].
-pub fn initial_slope(run: f64) -> f64 {
+pub(crate) fn initial_slope(run: f64) -> f64 {
     (4.0 / run).max(MIN_INITIAL_SLOPE)
-}
-
-/// Initial parameters with the warps drawn from stream [`INITIAL_WARP_STREAM`].
-pub fn initial_parameters(
-    model: &Model,
-    detected: &DetectedStructure,
-    seed: u64,
-) -> Result<Vec<f64>, String> {
-    initial_parameters_with_stream(model, detected, seed, INITIAL_WARP_STREAM)
 }
 
 /// Initial parameter vector (§3.2) in the layout of `model`:
@@ -343,12 +350,14 @@ pub fn initial_parameters(
 ///   drawn in layout order (species, ran level, point/rate/slope).
 ///
 /// `model.structure()` must equal `detected.structure`.
-pub fn initial_parameters_with_stream(
+pub(crate) fn initial_parameters(
     model: &Model,
     detected: &DetectedStructure,
+    settings: &StartSettings,
     seed: u64,
     stream: u64,
 ) -> Result<Vec<f64>, String> {
+    settings.validate()?;
     if model.structure() != &detected.structure {
         return Err("the model's degrees differ from the detected structure".into());
     }
@@ -414,7 +423,8 @@ pub fn initial_parameters_with_stream(
                     .iter()
                     .map(|p| p.round().clamp(1.0, average.bins() as f64) as usize)
                     .collect();
-                let estimates = block_rates_and_runs(series, &rounded, RISE_THRESHOLD_FACTOR)?;
+                let estimates =
+                    block_rates_and_runs(series, &rounded, settings.rise_threshold_factor)?;
                 slopes.push(estimates.runs.iter().map(|&r| initial_slope(r)).collect());
                 rates.push(estimates.rates);
             }
@@ -451,7 +461,8 @@ mod tests {
     use super::super::simulate::{poisson_table, Curve};
     use super::super::{detect_structure, DetectionSettings};
     use super::*;
-    use crate::model::{Design, Factor, Settings, Structure, TableShape, TokenColumns};
+    use crate::model::table::TokenColumns;
+    use crate::model::{Design, Factor, Settings, Structure, TableShape};
 
     fn strings(values: &[&str]) -> Vec<String> {
         values.iter().map(|v| v.to_string()).collect()
@@ -629,9 +640,48 @@ mod tests {
     }
 
     #[test]
+    fn the_rise_threshold_factor_sets_the_initial_slopes() {
+        let (model, detected) = fixture();
+        let with = |factor: f64| {
+            let settings = StartSettings {
+                rise_threshold_factor: factor,
+            };
+            initial_parameters(&model, &detected, &settings, 42, 0).unwrap()
+        };
+        let slope = model
+            .layout()
+            .beta_index(Component::Slope, 0, 0, 0, 0)
+            .unwrap();
+        // Gene 1, transition 1, reference treatment: 4 / run, with the run
+        // grown until the rise reaches the factor times the step.
+        let average = count_log_average(model.table(), 0, 0).unwrap();
+        let points: Vec<usize> = detected.change_points[0][0]
+            .iter()
+            .map(|p| p.round() as usize)
+            .collect();
+        for factor in [0.1, 0.8, 0.99] {
+            let runs = block_rates_and_runs(average.column(0), &points, factor)
+                .unwrap()
+                .runs;
+            assert!((with(factor)[slope] - initial_slope(runs[0])).abs() < 1e-12);
+        }
+        assert_ne!(with(0.1)[slope], with(0.99)[slope]);
+        assert_eq!(
+            with(0.8),
+            initial_parameters(&model, &detected, &StartSettings::default(), 42, 0).unwrap()
+        );
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let settings = StartSettings {
+                rise_threshold_factor: bad,
+            };
+            assert!(initial_parameters(&model, &detected, &settings, 42, 0).is_err());
+        }
+    }
+
+    #[test]
     fn initial_parameters_reproduce_the_per_treatment_estimates() {
         let (model, detected) = fixture();
-        let x = initial_parameters(&model, &detected, 42).unwrap();
+        let x = initial_parameters(&model, &detected, &StartSettings::default(), 42, 0).unwrap();
         assert_eq!(x.len(), model.parameter_count());
         for t in 0..2 {
             // Gene 1 (d = 2): block means, runs and points per treatment.
@@ -666,15 +716,20 @@ mod tests {
     #[test]
     fn warps_are_small_uniform_and_reproducible() {
         let (model, detected) = fixture();
-        let x = initial_parameters(&model, &detected, 42).unwrap();
+        let x = initial_parameters(&model, &detected, &StartSettings::default(), 42, 0).unwrap();
         let warps = &x[model.layout().warp_start()..];
         assert_eq!(warps.len(), 2 * 3 * 3);
         assert!(warps.iter().all(|w| w.abs() < WARP_HALF_WIDTH));
         assert!(warps.windows(2).all(|w| w[0] != w[1]));
-        assert_eq!(x, initial_parameters(&model, &detected, 42).unwrap());
-        let other = initial_parameters(&model, &detected, 43).unwrap();
+        assert_eq!(
+            x,
+            initial_parameters(&model, &detected, &StartSettings::default(), 42, 0).unwrap()
+        );
+        let other =
+            initial_parameters(&model, &detected, &StartSettings::default(), 43, 0).unwrap();
         assert_ne!(warps, &other[model.layout().warp_start()..]);
-        let streamed = initial_parameters_with_stream(&model, &detected, 42, 5).unwrap();
+        let streamed =
+            initial_parameters(&model, &detected, &StartSettings::default(), 42, 5).unwrap();
         assert_ne!(x, streamed);
         // Only the warps depend on the seed.
         let start = model.layout().warp_start();
@@ -685,9 +740,9 @@ mod tests {
     fn a_mismatched_structure_is_an_error() {
         let (model, mut detected) = fixture();
         detected.structure = Structure::new(1, 2, vec![1, 0]).unwrap();
-        assert!(initial_parameters(&model, &detected, 1).is_err());
+        assert!(initial_parameters(&model, &detected, &StartSettings::default(), 1, 0).is_err());
         let (model, mut detected) = fixture();
         detected.change_points[0][1].pop();
-        assert!(initial_parameters(&model, &detected, 1).is_err());
+        assert!(initial_parameters(&model, &detected, &StartSettings::default(), 1, 0).is_err());
     }
 }

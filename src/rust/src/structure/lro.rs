@@ -7,18 +7,18 @@ use crate::model::SummedTable;
 /// The count_log series of one (context, species) pair, one column per
 /// (treatment, ran block) with every bin observed (§3.1 step 1).
 #[derive(Clone, Debug, PartialEq)]
-pub struct SeriesMatrix {
+pub(crate) struct SeriesMatrix {
     /// B, the length of every column.
-    pub bins: usize,
+    pub(crate) bins: usize,
     /// Kept (complete) columns, each count_log over bins 1..=B.
-    pub columns: Vec<Vec<f64>>,
+    pub(crate) columns: Vec<Vec<f64>>,
     /// (treatment, ran block) of each kept column, in upstream column order
     /// t·(R+1) + r; ran block 0 is "none" when the table has one.
-    pub keys: Vec<(usize, usize)>,
+    pub(crate) keys: Vec<(usize, usize)>,
 }
 
 impl SeriesMatrix {
-    pub fn column_count(&self) -> usize {
+    pub(crate) fn column_count(&self) -> usize {
         self.columns.len()
     }
 }
@@ -26,7 +26,7 @@ impl SeriesMatrix {
 /// Builds the series matrix of (context, species). Columns with any NA (or
 /// non-finite) bin are left out, as upstream does; the "none" columns are
 /// always complete.
-pub fn series_matrix(
+pub(crate) fn series_matrix(
     table: &SummedTable,
     context: usize,
     species: usize,
@@ -65,7 +65,7 @@ pub fn series_matrix(
 }
 
 /// Population mean and standard deviation (dividing by n) of a non-empty slice.
-pub fn population_mean_sd(values: &[f64]) -> (f64, f64) {
+pub(crate) fn population_mean_sd(values: &[f64]) -> (f64, f64) {
     let n = values.len() as f64;
     let mean = values.iter().sum::<f64>() / n;
     let variance = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
@@ -106,7 +106,7 @@ fn nan_to_one(value: f64) -> f64 {
 /// replaced by 1 when NaN. The centres never reached (the first ⌊w/2⌋ and the
 /// tail) get the mean of the whole vector, those zero-initialised entries
 /// included. With w < 2 or w > n the whole vector is 0.
-pub fn rolling_log_likelihood_ratio(series: &[f64], window: usize) -> Vec<f64> {
+pub(crate) fn rolling_log_likelihood_ratio(series: &[f64], window: usize) -> Vec<f64> {
     let n = series.len();
     let mut ratio = vec![0.0; n];
     if window < 2 || window > n {
@@ -131,19 +131,19 @@ pub fn rolling_log_likelihood_ratio(series: &[f64], window: usize) -> Vec<f64> {
 }
 
 /// Window multipliers of the three passes (hard-coded upstream).
-pub const PASS_MULTIPLIERS: [usize; 3] = [1, 2, 4];
+pub(crate) const PASS_MULTIPLIERS: [usize; 3] = [1, 2, 4];
 
 /// The ratio series of one column at the high-, mid- and low-pass windows
 /// (ws, 2ws, 4ws).
 #[derive(Clone, Debug, PartialEq)]
-pub struct PassRatios {
-    pub high: Vec<f64>,
-    pub mid: Vec<f64>,
-    pub low: Vec<f64>,
+pub(crate) struct PassRatios {
+    pub(crate) high: Vec<f64>,
+    pub(crate) mid: Vec<f64>,
+    pub(crate) low: Vec<f64>,
 }
 
 impl PassRatios {
-    pub fn of_series(series: &[f64], window: usize) -> Self {
+    pub(crate) fn of_series(series: &[f64], window: usize) -> Self {
         let at = |multiplier: usize| {
             rolling_log_likelihood_ratio(series, window.saturating_mul(multiplier))
         };
@@ -155,14 +155,14 @@ impl PassRatios {
     }
 
     /// The passes in scan order: high, mid, low.
-    pub fn passes(&self) -> [&[f64]; 3] {
+    pub(crate) fn passes(&self) -> [&[f64]; 3] {
         [&self.high, &self.mid, &self.low]
     }
 }
 
 /// Row-wise mean across columns of each pass (§3.1 step 3). With no columns
 /// every pass is empty.
-pub fn centroid(columns: &[PassRatios]) -> PassRatios {
+pub(crate) fn centroid(columns: &[PassRatios]) -> PassRatios {
     let Some(first) = columns.first() else {
         return PassRatios {
             high: Vec::new(),
@@ -193,7 +193,7 @@ pub fn centroid(columns: &[PassRatios]) -> PassRatios {
 /// i − last > ⌊ws/2⌋ a new change point is recorded at i; otherwise, if the
 /// value beats the one stored for the last change point, that point moves to
 /// i; otherwise the next pass is tried. `last` starts at 0.
-pub fn find_change_points(centroid: &PassRatios, window: usize, cutoff: f64) -> Vec<usize> {
+pub(crate) fn find_change_points(centroid: &PassRatios, window: usize, cutoff: f64) -> Vec<usize> {
     let passes = centroid.passes();
     let n = passes[0].len();
     if n == 0 || passes.iter().any(|p| p.len() != n) {

@@ -10,24 +10,23 @@
 //! All change-point positions here are on the 1-based bin axis that tpoints
 //! use (§9 item 14).
 
-pub mod buffer;
-pub mod dtw;
-pub mod improved;
-pub mod init;
-pub mod lro;
+pub(crate) mod buffer;
+pub(crate) mod dtw;
+pub(crate) mod improved;
+pub(crate) mod init;
+pub(crate) mod lro;
 
 #[cfg(test)]
 mod simulate;
 
-pub use init::{count_log_average, initial_parameters, initial_parameters_with_stream};
+pub(crate) use init::{initial_parameters, StartSettings};
 
 use crate::model::{Design, Structure, SummedTable};
 use lro::{PassRatios, SeriesMatrix};
-use serde::{Deserialize, Serialize};
 
 /// How change points are chosen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub enum DetectionMethod {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) enum DetectionMethod {
     /// Upstream's LRO procedure (§3.1) with the §9 fixes only.
     Original,
     /// LRO candidates pruned by a step-significance test and a ramp merge
@@ -37,21 +36,21 @@ pub enum DetectionMethod {
 }
 
 /// Settings of the structure step (§3.3 defaults).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DetectionSettings {
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct DetectionSettings {
     /// Buffer = ceil(B · buffer_factor); also scales the LRO window.
-    pub buffer_factor: f64,
+    pub(crate) buffer_factor: f64,
     /// A centroid value counts when above mean + cutoff · sd.
-    pub lro_cutoff: f64,
+    pub(crate) lro_cutoff: f64,
     /// ws = max(2, round(lro_window_factor · B · buffer_factor)).
-    pub lro_window_factor: f64,
-    pub method: DetectionMethod,
+    pub(crate) lro_window_factor: f64,
+    pub(crate) method: DetectionMethod,
 }
 
 impl Default for DetectionSettings {
     fn default() -> Self {
         Self {
-            buffer_factor: 0.05,
+            buffer_factor: crate::model::Settings::default().buffer_factor,
             lro_cutoff: 2.0,
             lro_window_factor: 1.25,
             method: DetectionMethod::default(),
@@ -60,13 +59,8 @@ impl Default for DetectionSettings {
 }
 
 impl DetectionSettings {
-    pub fn validate(&self) -> Result<(), String> {
-        if !(0.0..1.0).contains(&self.buffer_factor) {
-            return Err(format!(
-                "buffer_factor must be in [0, 1), got {}",
-                self.buffer_factor
-            ));
-        }
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        crate::rules::check_buffer_factor(self.buffer_factor)?;
         if !self.lro_cutoff.is_finite() {
             return Err(format!(
                 "lro_cutoff must be finite, got {}",
@@ -82,49 +76,60 @@ impl DetectionSettings {
         Ok(())
     }
 
-    /// The base LRO window ws (6 for B = 100 with the defaults).
-    pub fn window_size(&self, bins: usize) -> usize {
+    /// The base LRO window ws (6 for B = 100 with the defaults). Windows
+    /// above B + 1 are cut to B + 1: every window longer than the series
+    /// gives zero ratios and leaves no position to scan, so the detection is
+    /// the same, and window arithmetic (2ws, 4ws) cannot overflow.
+    pub(crate) fn window_size(&self, bins: usize) -> usize {
         let raw = (self.lro_window_factor * bins as f64 * self.buffer_factor).round();
-        // The float → int cast saturates; a window above B just gives zero ratios.
-        (raw as usize).max(2)
+        // The float → int cast saturates.
+        (raw as usize).max(2).min(bins.saturating_add(1).max(2))
     }
 
     /// The tpoint buffer ceil(B · buffer_factor) (5 for B = 100).
-    pub fn tpoint_buffer(&self, bins: usize) -> usize {
+    pub(crate) fn tpoint_buffer(&self, bins: usize) -> usize {
         (bins as f64 * self.buffer_factor).ceil() as usize
     }
 }
 
 /// Result of the structure step.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DetectedStructure {
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct DetectedStructure {
     /// The degree of every curve.
-    pub structure: Structure,
+    pub(crate) structure: Structure,
     /// Per curve (index c·S + s), per treatment: the d change points on the
     /// 1-based bin axis (found_trt), the initial tpoints.
-    pub change_points: Vec<Vec<Vec<f64>>>,
+    pub(crate) change_points: Vec<Vec<Vec<f64>>>,
+}
+
+impl DetectedStructure {
+    /// Per treatment, the change points of curve (context, species).
+    pub(crate) fn curve_points(&self, context: usize, species: usize) -> &[Vec<f64>] {
+        let index = context * self.structure.species() + species;
+        self.change_points.get(index).map_or(&[], Vec::as_slice)
+    }
 }
 
 /// Detection of one curve, with its intermediate results.
 #[derive(Clone, Debug, PartialEq)]
-pub struct CurveDetection {
+pub(crate) struct CurveDetection {
     /// Change points of the centroid that were projected (1-based), after
     /// pruning when the method prunes.
-    pub centroid_points: Vec<usize>,
+    pub(crate) centroid_points: Vec<usize>,
     /// Per kept column, its change points after buffer enforcement.
-    pub column_points: Vec<Vec<usize>>,
+    pub(crate) column_points: Vec<Vec<usize>>,
     /// Per treatment, the mean over its columns (found_trt).
-    pub treatment_points: Vec<Vec<f64>>,
+    pub(crate) treatment_points: Vec<Vec<f64>>,
 }
 
 impl CurveDetection {
-    pub fn degree(&self) -> usize {
+    pub(crate) fn degree(&self) -> usize {
         self.treatment_points.first().map_or(0, Vec::len)
     }
 }
 
 /// Runs the detection of §3.1 on one curve's series matrix.
-pub fn detect_curve(
+pub(crate) fn detect_curve(
     series: &SeriesMatrix,
     treatments: usize,
     settings: &DetectionSettings,
@@ -190,7 +195,7 @@ pub fn detect_curve(
 }
 
 /// Detects the degree and change points of every (context, species) curve.
-pub fn detect_structure(
+pub(crate) fn detect_structure(
     table: &SummedTable,
     design: &Design,
     settings: &DetectionSettings,
@@ -271,6 +276,11 @@ mod tests {
         assert_eq!(s.window_size(100), 6);
         assert_eq!(s.tpoint_buffer(100), 5);
         assert_eq!(s.window_size(10), 2);
+        let huge = DetectionSettings {
+            lro_window_factor: 1e30,
+            ..DetectionSettings::default()
+        };
+        assert_eq!(huge.window_size(100), 101);
         assert!(s.validate().is_ok());
         let bad = DetectionSettings {
             buffer_factor: 1.0,

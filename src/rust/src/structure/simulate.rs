@@ -1,19 +1,20 @@
 //! Deterministic synthetic data for the structure tests.
 
 use super::lro::SeriesMatrix;
-use crate::model::{Design, Factor, SummedTable, TableShape, TokenColumns};
+use crate::model::table::TokenColumns;
+use crate::model::{Design, Factor, SummedTable, TableShape};
 pub(crate) use crate::test_rng::SplitMix;
 
 /// A poly-sigmoid on the log1p scale: levels R_1..R_{d+1}, points and slopes.
 #[derive(Clone, Debug)]
-pub struct Curve {
-    pub levels: Vec<f64>,
-    pub points: Vec<f64>,
-    pub slopes: Vec<f64>,
+pub(crate) struct Curve {
+    pub(crate) levels: Vec<f64>,
+    pub(crate) points: Vec<f64>,
+    pub(crate) slopes: Vec<f64>,
 }
 
 impl Curve {
-    pub fn at(&self, x: f64) -> f64 {
+    pub(crate) fn at(&self, x: f64) -> f64 {
         let mut value = self.levels[0];
         for k in 0..self.points.len() {
             let u = self.slopes[k] * (x - self.points[k]);
@@ -23,13 +24,13 @@ impl Curve {
     }
 
     /// Ψ(b) for b = 1..=B.
-    pub fn series(&self, bins: usize) -> Vec<f64> {
+    pub(crate) fn series(&self, bins: usize) -> Vec<f64> {
         (1..=bins).map(|b| self.at(b as f64)).collect()
     }
 }
 
 /// Single-column series matrix: the curve plus N(0, sd) noise.
-pub fn noisy_series(curve: &Curve, bins: usize, sd: f64, seed: u64) -> SeriesMatrix {
+pub(crate) fn noisy_series(curve: &Curve, bins: usize, sd: f64, seed: u64) -> SeriesMatrix {
     let mut rng = SplitMix(seed);
     let column = curve
         .series(bins)
@@ -51,7 +52,7 @@ fn labels(prefix: &str, count: usize) -> Vec<String> {
 /// one binary factor (T = 2). `curves[s][t]` is the true log1p-rate curve of
 /// species s under treatment t; each mouse's counts are Poisson around it,
 /// with a per-mouse log-scale jitter of sd 0.05.
-pub fn poisson_table(
+pub(crate) fn poisson_table(
     curves: &[[Curve; 2]],
     bins: usize,
     ran_levels: usize,

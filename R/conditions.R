@@ -1,0 +1,81 @@
+#' Conditions signalled by wispack
+#'
+#' Every error wispack raises has a class that says what kind of problem it
+#' is, so that code can handle each kind on its own with [tryCatch()] or
+#' [withCallingHandlers()]:
+#'
+#' \describe{
+#'   \item{`wisp_input_error`}{Something the caller can fix: an argument,
+#'     the data or a setting (wrong type, length or range; NA, Inf or
+#'     negative counts; labels that collide; ...). The message names the
+#'     argument or column and the problem.}
+#'   \item{`wisp_corrupt_error`}{Stored bytes that cannot be used: a saved
+#'     fit (`fit$plan`) that fails its checksum, does not decode, or decodes
+#'     to a model that breaks the model's rules; a fit whose parts disagree.
+#'     It is also a `wisp_input_error`, so handlers written for that class
+#'     keep working. Refit with [wisp()].}
+#'   \item{`wisp_system_error`}{The machine failed: `fork()`, a pipe,
+#'     `poll()`, reading or writing a file (e.g. a checkpoint), memory.
+#'     Retrying, or freeing resources, may help.}
+#'   \item{`wisp_interrupted`}{Ctrl-C (SIGINT) during work on the fork
+#'     engine: every child process was killed and reaped before it was
+#'     signalled. From [bs_batch()], its `result` element is the
+#'     `"wisp_bootstrap"` of the replicates finished so far.}
+#' }
+#'
+#' The first three also have class `wisp_error`; `wisp_interrupted` does not,
+#' so that a handler for `wisp_error` does not swallow an interrupt. A fit
+#' saved by a newer version of wispack, in a format this version cannot
+#' read, is a `wisp_input_error` whose message names the version that wrote
+#' it.
+#'
+#' Warnings: `wisp_checkpoint_warning` when a checkpoint had damaged frames
+#' (they are dropped and their replicates run again) or could not be written.
+#'
+#' @name wisp_conditions
+#' @examples
+#' tryCatch(bs_batch(list(), 2), wisp_input_error = function(e) conditionMessage(e))
+#' counts <- wisp_simulate(n.genes = 1, n.bins = 30, seed = 1)
+#' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
+#' fit$plan[40] <- as.raw(255 - as.integer(fit$plan[40]))
+#' tryCatch(bs_batch(fit, 2), wisp_corrupt_error = function(e) class(e))
+NULL
+
+# Classes of the condition of each kind of error (see ?wisp_conditions).
+condition_classes <- list(
+  input = c("wisp_input_error", "wisp_error"),
+  corrupt = c("wisp_corrupt_error", "wisp_input_error", "wisp_error"),
+  system = c("wisp_system_error", "wisp_error"),
+  interrupted = "wisp_interrupted"
+)
+
+# An error condition of `kind` ("input", "corrupt", "system", "interrupted");
+# `...` adds fields (e.g. `result`).
+wisp_condition <- function(kind, message, call = sys.call(-1), ...) {
+  classes <- condition_classes[[kind]]
+  if (is.null(classes)) classes <- condition_classes$input
+  structure(class = c(classes, "error", "condition"),
+            list(message = message, call = call, ...))
+}
+
+wisp_input_error <- function(message, call = sys.call(-1)) {
+  wisp_condition("input", message, call)
+}
+
+stop_input <- function(..., call = sys.call(-1)) {
+  stop(wisp_condition("input", paste0(...), call = call))
+}
+
+stop_corrupt <- function(..., call = sys.call(-1)) {
+  stop(wisp_condition("corrupt", paste0(...), call = call))
+}
+
+# Evaluates `expr`; a wispack error from it gets `prefix` in front of its
+# message and keeps its class, and `call` as its call.
+with_context <- function(expr, prefix, call = sys.call(-1)) {
+  tryCatch(expr, wisp_error = function(e) {
+    e$message <- paste0(prefix, conditionMessage(e))
+    e$call <- call
+    stop(e)
+  })
+}

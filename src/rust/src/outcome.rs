@@ -1,0 +1,287 @@
+//! The one record of a fit or bootstrap replicate: how the fit ended
+//! ([`FitSummary`]) and what running it cost ([`ProcessStats`]), together an
+//! [`Outcome`]. Every path produces it (the full fit, the fork engine, the
+//! in-process backends, the grid search), checkpoints store it, and R gets
+//! its columns from [`COLUMNS`] through one conversion in the boundary.
+//!
+//! To add a diagnostics column: add the field to [`FitSummary`] (or
+//! [`ProcessStats`]) and its line to [`COLUMNS`] below; in R, add the name
+//! and type to `diagnostic_columns` (R/schema.R). Outcomes travel as bincode,
+//! so checkpoints written before the change can no longer be read
+//! (`checkpoint::FILE_MAGIC` then gets a new number).
+
+use serde::{Deserialize, Serialize};
+
+/// How one fit ended. Every likelihood reports these fields. A new field
+/// becomes a diagnostics column with one line in [`COLUMNS`] and one entry
+/// in R's `diagnostic_columns` (R/schema.R).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct FitSummary {
+    /// The estimates, in the model's parameter order.
+    pub(crate) parameters: Vec<f64>,
+    /// The minimised value at `parameters` (here nll + boundary penalty).
+    pub(crate) objective: f64,
+    /// The negative log-likelihood at `parameters`, without any penalty.
+    pub(crate) nll: f64,
+    /// How the fit ended, in words ("converged", "evaluation limit", "failed: ...").
+    pub(crate) code: String,
+    /// Whether `code` counts as convergence.
+    pub(crate) converged: bool,
+    /// Optimiser iterations.
+    pub(crate) iterations: usize,
+    /// Distinct points at which the objective was evaluated.
+    pub(crate) evaluations: usize,
+    /// The final gradient criterion: max |∂objective/∂θ| at `parameters`.
+    pub(crate) max_gradient: f64,
+    /// Estimates on a bound of their box constraints (0 without such bounds).
+    pub(crate) on_bound: usize,
+    /// Wall-clock seconds of the optimisation, its setup included.
+    pub(crate) seconds: f64,
+}
+
+/// Where a fit ran and what it cost; `None` where it is not known. New
+/// fields become columns as for [`FitSummary`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ProcessStats {
+    /// Wall-clock seconds of the whole replicate (resampling, start, fit).
+    pub(crate) seconds: Option<f64>,
+    /// The process that ran it.
+    pub(crate) pid: Option<i32>,
+    /// That process's peak resident set size, MiB.
+    pub(crate) peak_rss_mb: Option<f64>,
+    /// Its proportional set size, MiB.
+    pub(crate) pss_mb: Option<f64>,
+    /// Memory it wrote since it was forked, MiB.
+    pub(crate) private_dirty_mb: Option<f64>,
+}
+
+/// One fit or replicate: its number, how it ended (or why it failed), and
+/// what it cost. A checkpoint entry holds one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Outcome {
+    /// Replicate number from 1 (0 for the full-data fit).
+    pub(crate) replicate: usize,
+    /// The fit, or why there is none ("error: ...", "killed by signal 9 ...").
+    pub(crate) fit: Result<FitSummary, String>,
+    pub(crate) process: ProcessStats,
+}
+
+impl Outcome {
+    /// A replicate that produced no fit, for `reason`, with nothing known
+    /// about its process.
+    pub(crate) fn failed(replicate: usize, reason: impl Into<String>) -> Self {
+        Self {
+            replicate,
+            fit: Err(reason.into()),
+            process: ProcessStats::default(),
+        }
+    }
+}
+
+/// The R type of a column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ColumnType {
+    Logical,
+    Integer,
+    Double,
+    Character,
+}
+
+/// One value of a column; `None` is NA.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Cell {
+    Logical(Option<bool>),
+    Integer(Option<i32>),
+    Double(Option<f64>),
+    Character(Option<String>),
+}
+
+/// A diagnostics column: its R name, type and value for an outcome.
+pub(crate) struct Column {
+    pub(crate) name: &'static str,
+    pub(crate) column_type: ColumnType,
+    pub(crate) cell: fn(&Outcome) -> Cell,
+}
+
+fn fit_value<T>(outcome: &Outcome, field: impl Fn(&FitSummary) -> T) -> Option<T> {
+    outcome.fit.as_ref().ok().map(field)
+}
+
+fn count(value: usize) -> i32 {
+    i32::try_from(value).unwrap_or(i32::MAX)
+}
+
+/// The diagnostics columns, in order. `ok` and `reason` describe the
+/// outcome; then the fit summary; then the process statistics.
+pub(crate) const COLUMNS: &[Column] = &[
+    Column {
+        name: "ok",
+        column_type: ColumnType::Logical,
+        cell: |o| Cell::Logical(Some(o.fit.is_ok())),
+    },
+    Column {
+        name: "reason",
+        column_type: ColumnType::Character,
+        cell: |o| Cell::Character(o.fit.as_ref().err().cloned()),
+    },
+    Column {
+        name: "pen.neg.value",
+        column_type: ColumnType::Double,
+        cell: |o| Cell::Double(fit_value(o, |f| f.objective)),
+    },
+    Column {
+        name: "neg.loglik",
+        column_type: ColumnType::Double,
+        cell: |o| Cell::Double(fit_value(o, |f| f.nll)),
+    },
+    Column {
+        name: "converged",
+        column_type: ColumnType::Logical,
+        cell: |o| Cell::Logical(fit_value(o, |f| f.converged)),
+    },
+    Column {
+        name: "code",
+        column_type: ColumnType::Character,
+        cell: |o| Cell::Character(fit_value(o, |f| f.code.clone())),
+    },
+    Column {
+        name: "num.evals",
+        column_type: ColumnType::Integer,
+        cell: |o| Cell::Integer(fit_value(o, |f| count(f.evaluations))),
+    },
+    Column {
+        name: "iterations",
+        column_type: ColumnType::Integer,
+        cell: |o| Cell::Integer(fit_value(o, |f| count(f.iterations))),
+    },
+    Column {
+        name: "max.gradient",
+        column_type: ColumnType::Double,
+        cell: |o| Cell::Double(fit_value(o, |f| f.max_gradient)),
+    },
+    Column {
+        name: "on.bound",
+        column_type: ColumnType::Integer,
+        cell: |o| Cell::Integer(fit_value(o, |f| count(f.on_bound))),
+    },
+    Column {
+        name: "fit.seconds",
+        column_type: ColumnType::Double,
+        cell: |o| Cell::Double(fit_value(o, |f| f.seconds)),
+    },
+    Column {
+        name: "seconds",
+        column_type: ColumnType::Double,
+        cell: |o| Cell::Double(o.process.seconds),
+    },
+    Column {
+        name: "pid",
+        column_type: ColumnType::Integer,
+        cell: |o| Cell::Integer(o.process.pid),
+    },
+    Column {
+        name: "peak_rss_mb",
+        column_type: ColumnType::Double,
+        cell: |o| Cell::Double(o.process.peak_rss_mb),
+    },
+    Column {
+        name: "pss_mb",
+        column_type: ColumnType::Double,
+        cell: |o| Cell::Double(o.process.pss_mb),
+    },
+    Column {
+        name: "private_dirty_mb",
+        column_type: ColumnType::Double,
+        cell: |o| Cell::Double(o.process.private_dirty_mb),
+    },
+];
+
+/// The estimates of `outcomes`, one row after another (NaN rows for
+/// failures and for estimates of another length).
+pub(crate) fn estimate_rows(outcomes: &[Outcome], parameter_count: usize) -> Vec<f64> {
+    let mut rows = Vec::with_capacity(outcomes.len() * parameter_count);
+    for outcome in outcomes {
+        match &outcome.fit {
+            Ok(fit) if fit.parameters.len() == parameter_count => {
+                rows.extend_from_slice(&fit.parameters)
+            }
+            _ => rows.extend(std::iter::repeat_n(f64::NAN, parameter_count)),
+        }
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn summary() -> FitSummary {
+        FitSummary {
+            parameters: vec![1.5, -2.0],
+            objective: 12.5,
+            nll: 12.0,
+            code: "converged".into(),
+            converged: true,
+            iterations: 9,
+            evaluations: 14,
+            max_gradient: 1e-3,
+            on_bound: 0,
+            seconds: 0.25,
+        }
+    }
+
+    #[test]
+    fn every_cell_has_its_column_type_for_fits_and_failures() {
+        let fitted = Outcome {
+            replicate: 1,
+            fit: Ok(summary()),
+            process: ProcessStats {
+                seconds: Some(0.5),
+                pid: Some(7),
+                ..ProcessStats::default()
+            },
+        };
+        let failed = Outcome::failed(2, "no result");
+        for outcome in [&fitted, &failed] {
+            for column in COLUMNS {
+                let matches = matches!(
+                    ((column.cell)(outcome), column.column_type),
+                    (Cell::Logical(_), ColumnType::Logical)
+                        | (Cell::Integer(_), ColumnType::Integer)
+                        | (Cell::Double(_), ColumnType::Double)
+                        | (Cell::Character(_), ColumnType::Character)
+                );
+                assert!(matches, "column {}", column.name);
+            }
+        }
+        let names: Vec<&str> = COLUMNS.iter().map(|c| c.name).collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len());
+        let cell =
+            |name: &str, o: &Outcome| (COLUMNS.iter().find(|c| c.name == name).unwrap().cell)(o);
+        assert_eq!(
+            cell("reason", &failed),
+            Cell::Character(Some("no result".into()))
+        );
+        assert_eq!(cell("neg.loglik", &failed), Cell::Double(None));
+        assert_eq!(cell("iterations", &fitted), Cell::Integer(Some(9)));
+        assert_eq!(cell("seconds", &fitted), Cell::Double(Some(0.5)));
+    }
+
+    #[test]
+    fn estimate_rows_fill_failures_with_nan() {
+        let outcomes = [
+            Outcome {
+                replicate: 1,
+                fit: Ok(summary()),
+                process: ProcessStats::default(),
+            },
+            Outcome::failed(2, "x"),
+        ];
+        let rows = estimate_rows(&outcomes, 2);
+        assert_eq!(&rows[..2], &[1.5, -2.0]);
+        assert!(rows[2..].iter().all(|v| v.is_nan()));
+    }
+}

@@ -1,0 +1,120 @@
+//! The model's rules that R also needs, in one place: the defaults of the
+//! settings R passes in and the limits both sides check. R reads them with
+//! `model_rules_rust()` (R/settings.R) instead of keeping its own copies.
+
+use crate::fit::FitSettings;
+use crate::model::Settings;
+use crate::structure::{DetectionMethod, DetectionSettings, StartSettings};
+
+/// The label of the population pseudo-level of the random effect (the
+/// "none" rows of the summed table); no real level may have it.
+pub(crate) const POPULATION_LEVEL: &str = "none";
+
+/// Largest accepted bin number (the summed table has a row per bin).
+pub(crate) const MAX_BINS: usize = 100_000;
+
+/// `buffer_factor` must be below this: the tpoint buffer ceil(B·factor) is
+/// kept from both ends of the bin axis, so at 0.5 no transition fits.
+pub(crate) const BUFFER_FACTOR_LIMIT: f64 = 0.5;
+
+/// Default seed of the full-data fit's starting warping factors
+/// (`model.settings$rng_seed`).
+pub(crate) const DEFAULT_SEED: u64 = 42;
+
+/// Whether summed "none" counts are rounded by default (`round_none`).
+pub(crate) const DEFAULT_ROUND_NONE: bool = true;
+
+/// `buffer_factor` in (0, [`BUFFER_FACTOR_LIMIT`]).
+pub(crate) fn check_buffer_factor(value: f64) -> Result<(), String> {
+    if value > 0.0 && value < BUFFER_FACTOR_LIMIT {
+        Ok(())
+    } else {
+        Err(format!(
+            "buffer_factor must be above 0 and below {BUFFER_FACTOR_LIMIT} (the buffer is a \
+             fraction of the bins), got {value}"
+        ))
+    }
+}
+
+/// The name R uses for a detection method, and back.
+pub(crate) fn detection_method_name(method: DetectionMethod) -> &'static str {
+    match method {
+        DetectionMethod::Improved => "improved",
+        DetectionMethod::Original => "original",
+    }
+}
+
+pub(crate) fn detection_method(name: &str) -> Option<DetectionMethod> {
+    [DetectionMethod::Improved, DetectionMethod::Original]
+        .into_iter()
+        .find(|&method| detection_method_name(method) == name)
+}
+
+/// One default of `model.settings`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Default {
+    Number(f64),
+    Whole(u64),
+    Flag(bool),
+    Text(&'static str),
+}
+
+/// The defaults of the model settings the core uses, by their R names.
+pub(crate) fn defaults() -> Vec<(&'static str, Default)> {
+    let model = Settings::default();
+    let fit = FitSettings::default();
+    let detection = DetectionSettings::default();
+    let start = StartSettings::default();
+    vec![
+        ("buffer_factor", Default::Number(model.buffer_factor)),
+        ("ctol", Default::Number(fit.ctol)),
+        (
+            "max_penalty_at_distance_factor",
+            Default::Number(model.max_penalty_at_distance_factor),
+        ),
+        ("LROcutoff", Default::Number(detection.lro_cutoff)),
+        (
+            "LROwindow_factor",
+            Default::Number(detection.lro_window_factor),
+        ),
+        (
+            "rise_threshold_factor",
+            Default::Number(start.rise_threshold_factor),
+        ),
+        ("max_evals", Default::Whole(fit.max_evals as u64)),
+        ("rng_seed", Default::Whole(DEFAULT_SEED)),
+        ("warp_precision", Default::Number(model.warp_precision)),
+        ("round_none", Default::Flag(DEFAULT_ROUND_NONE)),
+        (
+            "LRO_method",
+            Default::Text(detection_method_name(detection.method)),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_buffer_factor_is_checked_on_an_open_interval() {
+        for good in [1e-9, 0.05, 0.499] {
+            assert!(check_buffer_factor(good).is_ok(), "{good}");
+        }
+        for bad in [0.0, -0.1, 0.5, 0.7, f64::NAN, f64::INFINITY] {
+            assert!(check_buffer_factor(bad).is_err(), "{bad}");
+        }
+        assert!(check_buffer_factor(Settings::default().buffer_factor).is_ok());
+    }
+
+    #[test]
+    fn method_names_round_trip() {
+        for method in [DetectionMethod::Improved, DetectionMethod::Original] {
+            assert_eq!(
+                detection_method(detection_method_name(method)),
+                Some(method)
+            );
+        }
+        assert_eq!(detection_method("best"), None);
+    }
+}
