@@ -89,10 +89,32 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
                      tasks.per.child = 1L, schedule = c("rolling", "batch"),
                      mc.preschedule = TRUE, seed = NULL, timeout = Inf,
                      child.memory.limit = NULL, trim.memory = FALSE,
-                     checkpoint = NULL, progress = interactive()) {
+                     checkpoint = NULL, progress = interactive(), resample = NULL,
+                     replicates = NULL) {
   call <- match.call()
-  plan_info <- wisp_fit_plan(fit)
-  check_whole_number(bootstraps.num, "bootstraps.num", lower = 1, upper = 1e7)
+  resample <- check_resample(resample, fit)
+  plan_info <- wisp_fit_plan(fit, resample)
+  if (!is.null(replicates)) {
+    if (!is.numeric(replicates) || !length(replicates) || anyNA(replicates) ||
+        any(replicates != round(replicates)) || any(replicates < 1 | replicates > 1e9) ||
+        anyDuplicated(replicates)) {
+      stop_input("`replicates` must be distinct whole numbers from 1 (replicate numbers), not ",
+                 describe_value(replicates), ".")
+    }
+    replicates <- sort(as.integer(replicates))
+    if (!missing(bootstraps.num) && !identical(as.numeric(bootstraps.num), as.numeric(length(replicates)))) {
+      stop_input("`bootstraps.num` (", format(bootstraps.num), ") and `replicates` (",
+                 length(replicates), " numbers) disagree; give one of them.")
+    }
+    bootstraps.num <- length(replicates)
+  } else {
+    if (missing(bootstraps.num)) {
+      stop_input("`bootstraps.num` is missing: say how many replicates to run, e.g. ",
+                 "bs_batch(fit, 200), or which ones with `replicates`.")
+    }
+    check_whole_number(bootstraps.num, "bootstraps.num", lower = 1, upper = 1e7)
+    replicates <- seq_len(bootstraps.num)
+  }
   check_whole_number(max.fork, "max.fork", lower = 1, upper = 4096)
   check_worker_limit(max.fork, "max.fork")
   backend <- match_choice(backend, "backend", c("fork", "mclapply", "serial", "future"))
@@ -115,42 +137,43 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
   if (!is.null(seed)) check_whole_number(seed, "seed", lower = -.Machine$integer.max)
   parameter_count <- length(fit$fitted.parameters)
   done <- NULL
+  wanted <- replicates
   if (!is.null(checkpoint)) {
-    checkpoint <- checkpoint_start(checkpoint, plan_info$key, seed, bootstraps.num,
-                                   parameter_count)
+    checkpoint <- checkpoint_start(checkpoint, plan_info$key, seed, wanted, parameter_count)
     seed <- checkpoint$seed
     done <- checkpoint$done
   }
   if (is.null(seed)) seed <- sample.int(.Machine$integer.max, 1L)
   if (!is.null(checkpoint)) checkpoint$seed <- seed
-  replicates <- setdiff(seq_len(bootstraps.num), done$replicates)
+  replicates <- setdiff(wanted, done$replicates)
   notify <- progress_notifier(progress, length(replicates))
 
   rows <- if (!length(replicates)) {
     collect_replicates(list(), NULL, parameter_count)
   } else {
     switch(backend,
-      fork = fork_replicates(fit$plan, seed, replicates, max.fork, tasks.per.child, schedule,
-                             timeout, child.memory.limit, trim.memory, notify, checkpoint),
+      fork = fork_replicates(fit$plan, resample, seed, replicates, max.fork, tasks.per.child,
+                             schedule, timeout, child.memory.limit, trim.memory, notify,
+                             checkpoint),
       mclapply = collect_replicates(parallel::mclapply(
-        replicates, run_replicate_safely, plan = fit$plan, seed = seed,
+        replicates, run_replicate_safely, plan = fit$plan, seed = seed, resample = resample,
         trim.memory = trim.memory, checkpoint = checkpoint,
         mc.cores = max.fork, mc.preschedule = mc.preschedule
       ), notify, parameter_count, checkpoint, replicates),
       serial = collect_replicates(lapply(replicates, function(i) {
-        row <- run_replicate_safely(i, fit$plan, seed, trim.memory, checkpoint)
+        row <- run_replicate_safely(i, fit$plan, seed, trim.memory, checkpoint, resample)
         notify()
         row
       }), NULL, parameter_count, checkpoint, replicates),
       future = collect_replicates(future.apply::future_lapply(
-        replicates, run_replicate_safely, plan = fit$plan, seed = seed,
+        replicates, run_replicate_safely, plan = fit$plan, seed = seed, resample = resample,
         trim.memory = trim.memory, checkpoint = checkpoint,
         future.seed = NULL, future.packages = "wispack"
       ), notify, parameter_count, checkpoint, replicates, always_append = TRUE)
     )
   }
-  result <- bootstrap_result(fit, bootstraps.num, replicates, rows, done, seed, backend,
-                             max.fork, call)
+  result <- bootstrap_result(fit, wanted, replicates, rows, done, seed, backend, max.fork,
+                             call, resample)
   if (length(rows$checkpoint_error) && !is.na(rows$checkpoint_error[1])) {
     checkpoint_write_warning(checkpoint$path, rows$checkpoint_error[1])
   }
@@ -168,24 +191,53 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
 
 # The "wisp_bootstrap" object: replicates taken from the checkpoint (`done`)
 # and the ones just run (`replicates`, with their `rows`), in replicate order.
-bootstrap_result <- function(fit, bootstraps.num, replicates, rows, done, seed, backend,
-                             max.fork, call) {
+bootstrap_result <- function(fit, wanted, replicates, rows, done, seed, backend, max.fork,
+                             call, resample) {
   parameter_count <- length(fit$fitted.parameters)
-  t <- matrix(NA_real_, bootstraps.num, parameter_count)
-  diagnostics <- new_diagnostics(n = bootstraps.num)
+  t <- matrix(NA_real_, length(wanted), parameter_count)
+  diagnostics <- new_diagnostics(n = length(wanted))
   if (length(done$replicates)) {
-    t[done$replicates, ] <- done$estimates
-    diagnostics[done$replicates, ] <- done$diagnostics
+    at <- match(done$replicates, wanted)
+    t[at, ] <- done$estimates
+    diagnostics[at, ] <- done$diagnostics
   }
   if (length(replicates)) {
-    t[replicates, ] <- rows$estimates
-    diagnostics[replicates, ] <- rows$diagnostics
+    at <- match(replicates, wanted)
+    t[at, ] <- rows$estimates
+    diagnostics[at, ] <- rows$diagnostics
   }
   colnames(t) <- names(fit$fitted.parameters)
-  structure(list(t0 = fit$fitted.parameters, t = t, R = bootstraps.num,
-                 diagnostics = diagnostics, seed = seed, backend = backend,
-                 max.fork = max.fork, call = call),
+  structure(list(t0 = fit$fitted.parameters, t = t, R = length(wanted),
+                 replicates = wanted, diagnostics = diagnostics, seed = seed,
+                 resample = resample, backend = backend, max.fork = max.fork, call = call),
             class = "wisp_bootstrap")
+}
+
+# Two bootstraps of one fit, seed and scheme, with different replicate
+# numbers, as one (in replicate order).
+combine_bootstraps <- function(a, b) {
+  order <- order(c(a$replicates, b$replicates))
+  t <- rbind(a$t, b$t)[order, , drop = FALSE]
+  diagnostics <- rbind(a$diagnostics, b$diagnostics)[order, , drop = FALSE]
+  rownames(diagnostics) <- NULL
+  a$t <- t
+  a$diagnostics <- diagnostics
+  a$replicates <- c(a$replicates, b$replicates)[order]
+  a$R <- length(a$replicates)
+  a
+}
+
+# The resampling scheme: "animals" by default for the count likelihood,
+# "cells" (the original's) for the original likelihood.
+check_resample <- function(resample, fit, call = sys.call(-1)) {
+  likelihood <- if (inherits(fit, "wisp")) fit_likelihood(fit) else "original"
+  if (is.null(resample)) return(if (likelihood == "nb") "animals" else "cells")
+  resample <- match_choice(resample, "resample", c("cells", "animals", "parametric"), call = call)
+  if (resample == "parametric" && likelihood != "nb") {
+    stop_input("resample = \"parametric\" draws data from the fitted count likelihood, so it ",
+               "needs likelihood = \"nb\"; use \"cells\" or \"animals\" here.", call = call)
+  }
+  resample
 }
 
 #' Run one bootstrap replicate in this process
@@ -203,8 +255,10 @@ bootstrap_result <- function(fit, bootstraps.num, replicates, rows, done, seed, 
 #'   them into a table), and `checkpointed`, whether it was appended to the
 #'   checkpoint.
 #' @keywords internal
-bootstrap_replicate <- function(replicate, plan, seed, trim.memory = FALSE, checkpoint = NULL) {
-  bootstrap_replicate_rust(plan, as.double(seed), as.integer(replicate), isTRUE(trim.memory),
+bootstrap_replicate <- function(replicate, plan, seed, trim.memory = FALSE, checkpoint = NULL,
+                                resample = "cells") {
+  bootstrap_replicate_rust(plan, resample, as.double(seed), as.integer(replicate),
+                           isTRUE(trim.memory),
                            if (is.null(checkpoint)) "" else checkpoint$path,
                            if (is.null(checkpoint)) "" else checkpoint$key)
 }
@@ -230,8 +284,9 @@ failed_outcome <- function(replicate, reason) {
 }
 
 # bootstrap_replicate() whose errors become failed replicates.
-run_replicate_safely <- function(replicate, plan, seed, trim.memory = FALSE, checkpoint = NULL) {
-  tryCatch(bootstrap_replicate(replicate, plan, seed, trim.memory, checkpoint),
+run_replicate_safely <- function(replicate, plan, seed, trim.memory = FALSE, checkpoint = NULL,
+                                 resample = "cells") {
+  tryCatch(bootstrap_replicate(replicate, plan, seed, trim.memory, checkpoint, resample),
            error = function(e) {
              list(outcome = failed_outcome(replicate, paste("error:", conditionMessage(e))),
                   checkpointed = FALSE)
@@ -268,10 +323,10 @@ collect_replicates <- function(results, notify, parameter_count, checkpoint = NU
   c(replicate_table(outcomes, parameter_count), list(checkpoint_error = checkpoint_error))
 }
 
-fork_replicates <- function(plan, seed, replicates, workers, tasks_per_child, schedule,
+fork_replicates <- function(plan, resample, seed, replicates, workers, tasks_per_child, schedule,
                             timeout, memory_limit, trim_memory, notify, checkpoint = NULL) {
   out <- bootstrap_fork_rust(
-    plan, as.double(seed), as.integer(replicates), as.integer(workers),
+    plan, resample, as.double(seed), as.integer(replicates), as.integer(workers),
     as.integer(tasks_per_child), schedule, as.double(timeout),
     if (is.null(memory_limit)) NA_real_ else as.double(memory_limit),
     trim_memory, function(replicate, ok) notify(),
@@ -312,7 +367,7 @@ check_wisp_fit <- function(fit, call = sys.call(-1)) {
 # (whatever format it was saved in) and has the parameters of
 # `fit$fitted.parameters`. Returns the plan's parameter names, its
 # checkpoint key and its format.
-wisp_fit_plan <- function(fit, call = sys.call(-1)) {
+wisp_fit_plan <- function(fit, resample = "cells", call = sys.call(-1)) {
   if (!inherits(fit, "wisp")) {
     stop_input("`fit` must be a \"wisp\" object from wisp(), not ", class(fit)[1], ".", call = call)
   }
@@ -320,9 +375,10 @@ wisp_fit_plan <- function(fit, call = sys.call(-1)) {
     stop_corrupt("`fit` is missing its saved plan (the serialised model); was it modified? ",
                  "Refit with wisp().", call = call)
   }
-  info <- with_context(plan_info_rust(fit$plan), "`fit` cannot be used: ", call = call)
+  info <- with_context(plan_info_rust(fit$plan, resample), "`fit` cannot be used: ", call = call)
+  # NaN marks estimates the data do not inform (count likelihood); NA never occurs.
   if (!identical(names(fit$fitted.parameters), info$parameter_names) ||
-      anyNA(fit$fitted.parameters)) {
+      any(is.na(fit$fitted.parameters) & !is.nan(fit$fitted.parameters))) {
     stop_corrupt("`fit` is corrupted: `fitted.parameters` do not match its model's ",
                  length(info$parameter_names), " parameters. Refit with wisp().", call = call)
   }

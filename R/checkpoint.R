@@ -34,8 +34,8 @@ check_checkpoint_path <- function(checkpoint, call = sys.call(-1)) {
 # that it belongs to this fit and seed. Returns list(path, key, seed, done):
 # `seed` is the seed recorded in the checkpoint when `seed` is NULL (so a
 # resumed run continues the same bootstrap), and `done` holds the successful
-# replicates (estimates and diagnostics) among 1..bootstraps.num.
-checkpoint_start <- function(path, key, seed, bootstraps.num, parameter_count,
+# replicates (estimates and diagnostics) among the `wanted` replicate numbers.
+checkpoint_start <- function(path, key, seed, wanted, parameter_count,
                              call = sys.call(-1)) {
   contents <- with_context(checkpoint_open_rust(path), "cannot use `checkpoint`: ",
                            call = call)
@@ -70,7 +70,7 @@ checkpoint_start <- function(path, key, seed, bootstraps.num, parameter_count,
                  "it, or use a new path.", call = call)
     }
   }
-  keep <- which(contents$diagnostics$ok & contents$replicate <= bootstraps.num)
+  keep <- which(contents$diagnostics$ok & contents$replicate %in% wanted)
   # The last successful frame of a replicate wins (all of them are equal).
   keep <- keep[!duplicated(contents$replicate[keep], fromLast = TRUE)]
   replicates <- contents$replicate[keep]

@@ -1,7 +1,7 @@
 # Turning the user's count data into validated token columns.
 
 column_roles <- c("count", "bin", "context", "species", "ran")
-variable_roles <- c(column_roles, "timeseries", "fixedeffects")
+variable_roles <- c(column_roles, "timeseries", "fixedeffects", "cell")
 
 #' Map the user's columns onto the model's roles and validate them
 #'
@@ -44,7 +44,11 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
       tokens[[role]] <- rep(column, nrow(count.data))
     }
   }
-  claimed <- unique(c(vapply(column_roles, source_of, ""), variables$timeseries))
+  # The optional cell-id role (per-cell exposure): the mapped column, or a
+  # column named "cell".
+  cell_column <- if (!is.null(variables$cell)) variables$cell else
+    if ("cell" %in% names(count.data)) "cell" else NULL
+  claimed <- unique(c(vapply(column_roles, source_of, ""), variables$timeseries, cell_column))
   fixed_effects <- if (!is.null(variables$fixedeffects)) {
     variables$fixedeffects
   } else {
@@ -57,6 +61,7 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
   for (f in fixed_effects) tokens[[f]] <- count.data[[f]]
   tokens <- as.data.frame(tokens, stringsAsFactors = FALSE, optional = TRUE)
   names(tokens) <- c(column_roles, fixed_effects)
+  cells <- if (is.null(cell_column)) NULL else count.data[[cell_column]]
 
   count_column <- source_of("count")
   count <- tokens$count
@@ -87,6 +92,7 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
     warning(sprintf("Dropped %d token%s with an NA count in column '%s'.", dropped_na,
                     if (dropped_na > 1) "s" else "", count_column), call. = FALSE)
     tokens <- tokens[!is.na(count), , drop = FALSE]
+    if (!is.null(cells)) cells <- cells[!is.na(count)]
     if (nrow(tokens) == 0L) fail("every count in column '", count_column, "' is NA.")
   }
 
@@ -162,7 +168,15 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
   check_label_collisions(tokens, fixed_effects, fail)
   check_treatments_have_data(tokens, fixed_effects, fail)
 
-  list(tokens = tokens, fixed_effects = fixed_effects, time_series = time_series,
+  if (!is.null(cells)) {
+    bad <- which(is.na(cells))
+    if (length(bad)) {
+      fail("column '", cell_column, "' (cell) has ", length(bad), " NA value(s) (rows ",
+           row_list(bad), "); every token needs its cell's id.")
+    }
+    cells <- match(as.character(cells), unique(as.character(cells))) - 1L
+  }
+  list(tokens = tokens, fixed_effects = fixed_effects, time_series = time_series, cells = cells,
        dropped_na = dropped_na)
 }
 

@@ -77,11 +77,57 @@ wisp_grid_search_rust <- function(bytes, method, ctol, max_evals, rise_threshold
 #' @noRd
 model_fit_rust <- function(bytes, start, ctol, max_evals) rust_result(.Call(wrap__model_fit_rust, bytes, start, ctol, max_evals))
 
-#' Decodes a fit's saved plan (checking it); returns its parameter names,
-#' its checkpoint key and the format it was saved in (0: wispack 0.1.0).
+#' Fit the count model to coded token columns. `factor_codes` holds one
+#' column per factor, column-major; `cell` a cell id per token (coded from 0)
+#' or nothing; `settings` a named list: `exposure`, `degrees` (one per
+#' (context, species), context-major, or NULL to detect), `lro_cost`
+#' ("none", "AIC", "BIC", "NLL"), `window`, `cutoff`, `method`,
+#' `buffer_factor`, `rise_threshold_factor`, `slope_prior_sd`, `fixed_sd`
+#' (NULL or point, rate, slope), `workers`.
 #' @keywords internal
 #' @noRd
-plan_info_rust <- function(plan) rust_result(.Call(wrap__plan_info_rust, plan))
+count_fit_rust <- function(count, bin, context, species, ran, factor_codes, cell, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings) rust_result(.Call(wrap__count_fit_rust, count, bin, context, species, ran, factor_codes, cell, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings))
+
+#' Describe a count fit: parameters, design, curves, the observed rows and
+#' the population rows, the random-effect SDs, the animals' groups. Every
+#' row comes with its labels.
+#' @keywords internal
+#' @noRd
+count_describe_rust <- function(plan) rust_result(.Call(wrap__count_describe_rust, plan))
+
+#' Ψ of the observed rows (in `count_describe_rust`'s order) and of the
+#' population rows at a reported parameter vector.
+#' @keywords internal
+#' @noRd
+count_predict_rust <- function(plan, parameters) rust_result(.Call(wrap__count_predict_rust, plan, parameters))
+
+#' Per observed row and per population row, quantiles of Ψ over parameter
+#' samples (one reported vector after another).
+#' @keywords internal
+#' @noRd
+count_bands_rust <- function(plan, samples, probabilities) rust_result(.Call(wrap__count_bands_rust, plan, samples, probabilities))
+
+#' The Wald covariance of the reported fixed effects and dispersions, one
+#' block per species: positions (from 1) in the reported vector and the
+#' block, row-major; NULL for a species whose Hessian is not positive
+#' definite.
+#' @keywords internal
+#' @noRd
+count_vcov_rust <- function(plan) rust_result(.Call(wrap__count_vcov_rust, plan))
+
+#' One species' objective J (at the fitted standard deviations) and its
+#' gradient at `x` in the optimiser's coordinates (NULL: the estimate),
+#' with the coordinates' names (for tests of the optimum).
+#' @keywords internal
+#' @noRd
+count_objective_rust <- function(plan, species, x) rust_result(.Call(wrap__count_objective_rust, plan, species, x))
+
+#' Decodes a fit's saved plan (checking it); returns its parameter names,
+#' its likelihood, its checkpoint key for the resampling scheme and the
+#' format it was saved in (0: wispack 0.1.0).
+#' @keywords internal
+#' @noRd
+plan_info_rust <- function(plan, resample) rust_result(.Call(wrap__plan_info_rust, plan, resample))
 
 #' Bootstrap replicates on the fork engine. With a non-empty `checkpoint`
 #' path (a file prepared by `checkpoint_open_rust`), the parent appends every
@@ -89,14 +135,14 @@ plan_info_rust <- function(plan) rust_result(.Call(wrap__plan_info_rust, plan))
 #' replicates finished so far with `interrupted = TRUE`.
 #' @keywords internal
 #' @noRd
-bootstrap_fork_rust <- function(plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, checkpoint, key) rust_result(.Call(wrap__bootstrap_fork_rust, plan, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, checkpoint, key))
+bootstrap_fork_rust <- function(plan, resample, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, checkpoint, key) rust_result(.Call(wrap__bootstrap_fork_rust, plan, resample, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, checkpoint, key))
 
 #' One bootstrap replicate in this process (serial, mclapply and future
 #' paths): its outcome as bytes, appended to `checkpoint` when one is given
 #' (`checkpointed` says whether that worked).
 #' @keywords internal
 #' @noRd
-bootstrap_replicate_rust <- function(plan, seed, replicate, trim_memory, checkpoint, key) rust_result(.Call(wrap__bootstrap_replicate_rust, plan, seed, replicate, trim_memory, checkpoint, key))
+bootstrap_replicate_rust <- function(plan, resample, seed, replicate, trim_memory, checkpoint, key) rust_result(.Call(wrap__bootstrap_replicate_rust, plan, resample, seed, replicate, trim_memory, checkpoint, key))
 
 #' The outcome of a replicate that produced no result in R (e.g. its
 #' mclapply worker died), as bytes.

@@ -82,3 +82,232 @@ bootstrap_resolution <- function(replicates, tests, alpha) {
   list(smallest = smallest, holm_can_reject = smallest * tests < alpha,
        needed = ceiling(2 * tests / alpha - 1))
 }
+
+# ---------------------------------------------------------------------------
+# Wald covariance and the statistics of a fit
+
+#' Covariance of a wisp fit's fixed effects
+#'
+#' The Wald covariance of the estimates from the observed information of the
+#' count likelihood at the fit (the inverse Hessian of the objective in the
+#' optimiser's coordinates, carried to the reported effects by the delta
+#' method, at the estimated random-effect variances). Genes are fitted
+#' independently, so effects of different genes have covariance 0.
+#' Parameters without a variance (on a bound, or not informed by the data)
+#' have `NA` rows and columns.
+#'
+#' @param object A `"wisp"` object fitted with the count likelihood (the
+#'   default).
+#' @param type `"fixed"` (baseline parameters and treatment effects) or
+#'   `"beta"` (treatment effects only).
+#' @param ... Unused.
+#' @return A symmetric matrix named by parameter.
+#' @export
+#' @examples
+#' counts <- wisp_simulate(n.genes = 2, n.bins = 30, seed = 3)
+#' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
+#' sqrt(diag(vcov(fit, "beta")))
+vcov.wisp <- function(object, type = c("fixed", "beta"), ...) {
+  check_wisp_object(object)
+  type <- match_choice(type, "type", c("fixed", "beta"))
+  if (fit_likelihood(object) != "nb") {
+    stop_input("vcov() needs the count likelihood (likelihood = \"nb\"): the original's ",
+               "objective is not a likelihood, so it has no Wald covariance. Use the ",
+               "bootstrap (bs_batch()) for its intervals.")
+  }
+  covariance <- wisp_covariance(object)
+  keep <- wisp_parameter_selector(object$parameters, type)
+  covariance[keep, keep, drop = FALSE]
+}
+
+# The full Wald covariance (every reported parameter; NA where undefined),
+# cached in the fit's environment-free list by the caller when needed.
+wisp_covariance <- function(fit) {
+  names <- names(fit$fitted.parameters)
+  n <- length(names)
+  covariance <- matrix(NA_real_, n, n, dimnames = list(names, names))
+  blocks <- count_vcov_rust(fit$plan)
+  for (block in blocks) {
+    if (is.null(block)) next
+    k <- length(block$index)
+    covariance[block$index, block$index] <- matrix(block$matrix, k, k, byrow = TRUE)
+  }
+  # Effects of different genes are independent.
+  species <- fit$parameters$species
+  cross <- outer(species, species, "!=") & !is.na(outer(species, species, "!="))
+  covariance[cross & is.na(covariance)] <- 0
+  covariance
+}
+
+# Degrees of freedom of each tested effect's Wald test: animals - groups for
+# effects of factors that vary between animals only (genotype, age), Inf
+# (normal quantiles) for effects within animals.
+wald_degrees_of_freedom <- function(fit) {
+  p <- fit$parameters
+  df <- rep(Inf, nrow(p))
+  between <- fit$design$between
+  groups <- fit$design$groups
+  if (is.null(between) || !any(between) || is.null(groups)) return(df)
+  animals <- length(groups)
+  between_df <- max(1, animals - length(unique(groups)))
+  reference <- fit$fix$ref.lvl
+  components <- stats::setNames(fit$treatment$components, fit$treatment$names)
+  is_between <- vapply(fit$treatment$names, function(treatment) {
+    levels <- components[[treatment]]
+    changed <- names(levels)[levels != reference[names(levels)]]
+    length(changed) > 0 && all(between[changed])
+  }, logical(1))
+  at <- p$role %in% c("baseline", "beta") & !is.na(p$treatment)
+  df[at & is_between[p$treatment[at]] %in% TRUE] <- between_df
+  df
+}
+
+#' Tests and intervals of a wisp fit's effects, recomputed on demand
+#'
+#' Computes the statistics of a fit's fixed effects at any level, with any
+#' multiplicity adjustment, by Wald tests from the fit or from bootstrap
+#' replicates, and attaches them (and, with `boot`, the replicates) to the
+#' fit. `summary()` and `confint()` use what this stores.
+#'
+#' - `"wald"` (count likelihood): estimate ± quantile × standard error from
+#'   [vcov.wisp()]; t quantiles with df = animals − groups for effects of
+#'   factors that vary between animals only, normal quantiles otherwise.
+#' - `"centred"` (bootstrap): the original package's statistics, for
+#'   reproducing them: p = 1 - F(|estimate|) + F(-|estimate|) with F the
+#'   empirical distribution of the centred replicates (0 is possible), and
+#'   type-7 percentile intervals at each effect's Holm- or Bonferroni-adjusted
+#'   level. Its p-values and intervals do not agree with each other.
+#' - `"percentile"` (bootstrap): the order-statistic interval
+#'   \[x_(k), x_(R+1-k)\], k = ceiling(alpha (R + 1) / 2) - 1, and the
+#'   two-sided p-value min(1, 2 min(#{x <= 0} + 1, #{x >= 0} + 1) / (R + 1)),
+#'   which is never 0.
+#'
+#' For the Wald and percentile methods, an unadjusted p-value is below alpha exactly when the
+#' unadjusted interval excludes 0. One family is every tested effect (the
+#' treatment effects) of the fit.
+#'
+#' @param fit A `"wisp"` object.
+#' @param method `"wald"`, `"percentile"` or `"centred"`; the default is `"percentile"`
+#'   when the fit carries bootstrap replicates and `"wald"` otherwise.
+#' @param level Confidence level of the intervals; `alpha = 1 - level` is
+#'   also the family-wise level of the adjusted tests.
+#' @param adjustment `"holm"`, `"bonferroni"` or `"none"`.
+#' @param boot A `"wisp_bootstrap"` from [bs_batch()] to attach (added to
+#'   the replicates the fit has; a replicate number run twice with the same
+#'   seed is an error).
+#' @return `fit` with `stats` (and `bootstrap`) updated.
+#' @export
+#' @examples
+#' counts <- wisp_simulate(n.genes = 2, n.bins = 30, seed = 3)
+#' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
+#' fit <- wisp_statistics(fit, level = 0.9)
+#' head(fit$stats$parameters)
+wisp_statistics <- function(fit, method = NULL, level = 0.95,
+                            adjustment = c("holm", "bonferroni", "none"), boot = NULL) {
+  check_wisp_object(fit)
+  check_number(level, "level", lower = 0.5, upper = 0.9999)
+  adjustment <- match_choice(adjustment, "adjustment", c("holm", "bonferroni", "none"))
+  if (!is.null(boot)) fit <- attach_replicates(fit, boot)
+  has_replicates <- inherits(fit$bootstrap, "wisp_bootstrap")
+  if (is.null(method)) method <- if (has_replicates) "percentile" else "wald"
+  method <- match_choice(method, "method", c("wald", "percentile", "centred"))
+  alpha <- 1 - level
+  p <- fit$parameters
+  estimates <- unname(fit$fitted.parameters)
+  tested <- p$role %in% "beta"
+  shown <- p$role %in% c("baseline", "beta")
+  if (method == "wald") {
+    if (fit_likelihood(fit) != "nb") {
+      stop_input("Wald statistics need the count likelihood (likelihood = \"nb\"); use ",
+                 "method = \"percentile\" with a bootstrap.")
+    }
+    covariance <- wisp_covariance(fit)
+    se <- sqrt(pmax(diag(covariance), 0))
+    df <- wald_degrees_of_freedom(fit)
+    wald <- wald_tests(estimates, se, df, alpha)
+    lower <- wald$lower
+    upper <- wald$upper
+    p_value <- ifelse(tested, wald$p.value, NA_real_)
+    replicates_used <- NA_integer_
+  } else if (method == "centred") {
+    if (!has_replicates) {
+      stop_input("centred statistics need bootstrap replicates (bs_batch()).")
+    }
+    replicates <- fit$bootstrap$t[bootstrap_used_replicates(fit$bootstrap), , drop = FALSE]
+    centred <- parameter_statistics(fit$fitted.parameters, replicates, tested, alpha,
+                                    if (adjustment == "none") "bonferroni" else adjustment)
+    lower <- centred$CI.low
+    upper <- centred$CI.high
+    p_value <- centred$p.value
+    se <- apply(replicates, 2, stats::sd, na.rm = TRUE)
+    df <- rep(NA_real_, length(estimates))
+    replicates_used <- nrow(replicates)
+  } else {
+    if (!has_replicates) {
+      stop_input("percentile statistics need bootstrap replicates: run bs_batch() and pass ",
+                 "its result as `boot`, or use wisp(..., bootstraps.num = 1000).")
+    }
+    boot <- fit$bootstrap
+    use <- bootstrap_used_replicates(boot)
+    replicates <- boot$t[use, , drop = FALSE]
+    interval <- vapply(seq_along(estimates), function(j) bootstrap_interval(replicates[, j], alpha),
+                       numeric(2))
+    lower <- interval[1, ]
+    upper <- interval[2, ]
+    p_value <- ifelse(tested, vapply(seq_along(estimates), function(j) {
+      bootstrap_p_value(replicates[, j])
+    }, numeric(1)), NA_real_)
+    se <- apply(replicates, 2, stats::sd, na.rm = TRUE)
+    df <- rep(NA_real_, length(estimates))
+    replicates_used <- nrow(replicates)
+  }
+  has_p <- !is.na(p_value)
+  p_adjusted <- rep(NA_real_, length(p_value))
+  if (any(has_p)) p_adjusted[has_p] <- stats::p.adjust(p_value[has_p], method = adjustment)
+  table <- data.frame(
+    parameter = p$name, estimate = estimates, std.error = unname(se), df = df,
+    CI.low = lower, CI.high = upper, p.value = p_value, p.value.adj = p_adjusted,
+    significance = significance_marks(p_adjusted, alpha),
+    stringsAsFactors = FALSE, row.names = NULL
+  )[shown, , drop = FALSE]
+  rownames(table) <- NULL
+  fit$stats <- list(parameters = table, method = method, level = level, alpha = alpha,
+                    adjustment = adjustment, replicates.used = replicates_used,
+                    tests = sum(has_p))
+  if (method != "wald") {
+    resolution <- bootstrap_resolution(replicates_used, sum(has_p), alpha)
+    fit$stats$resolution <- resolution
+  }
+  fit
+}
+
+# Attaches (or adds) bootstrap replicates to a fit.
+attach_replicates <- function(fit, boot) {
+  if (!inherits(boot, "wisp_bootstrap")) {
+    stop_input("`boot` must be a \"wisp_bootstrap\" from bs_batch(), not ", class(boot)[1], ".")
+  }
+  if (!identical(colnames(boot$t), names(fit$fitted.parameters))) {
+    stop_input("`boot` holds replicates of a different fit (its parameters differ).")
+  }
+  old <- fit$bootstrap
+  if (inherits(old, "wisp_bootstrap")) {
+    if (!identical(old$resample, boot$resample)) {
+      stop_input("`boot` resamples by \"", boot$resample, "\" but the fit's replicates by \"",
+                 old$resample, "\"; keep one scheme per fit.")
+    }
+    if (!identical(old$seed, boot$seed)) {
+      stop_input("`boot` has seed ", format(boot$seed), " but the fit's replicates seed ",
+                 format(old$seed), ": replicates of one fit must share a seed and differ in ",
+                 "their numbers (bs_batch(fit, replicates = ...)).")
+    }
+    twice <- intersect(old$replicates, boot$replicates)
+    if (length(twice)) {
+      stop_input("replicate", if (length(twice) > 1) "s", " ", row_list(twice), " of seed ",
+                 format(boot$seed), " ", if (length(twice) > 1) "are" else "is",
+                 " already attached to the fit.")
+    }
+    boot <- combine_bootstraps(old, boot)
+  }
+  fit$bootstrap <- boot
+  fit
+}

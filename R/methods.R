@@ -12,6 +12,25 @@ wisp_has_bootstrap <- function(object) {
   inherits(object$bootstrap, "wisp_bootstrap") && !is.null(object$stats$parameters)
 }
 
+# Whether a fit carries statistics (from the bootstrap or Wald tests).
+wisp_has_statistics <- function(object) {
+  !is.null(object$stats$parameters)
+}
+
+# The fit with statistics at `level` (recomputed when they are missing or at
+# another level; NULL keeps what is there). Fits of the original likelihood
+# without a bootstrap have none.
+statistics_at <- function(object, level = NULL) {
+  has <- wisp_has_statistics(object)
+  if (!is.null(level)) check_number(level, "level", lower = 0.5, upper = 0.9999)
+  if (has && (is.null(level) || isTRUE(all.equal(level, object$stats$level)))) return(object)
+  if (!has && fit_likelihood(object) != "nb") return(object)
+  method <- if (has) object$stats$method else NULL
+  adjustment <- if (has) object$stats$adjustment else "holm"
+  wisp_statistics(object, method = method, level = if (is.null(level)) 0.95 else level,
+                  adjustment = adjustment)
+}
+
 check_wisp_object <- function(object, call = sys.call(-1)) {
   if (!inherits(object, "wisp")) {
     stop_input("`object` must be a \"wisp\" object from wisp(), not ", class(object)[1], ".",
@@ -71,12 +90,27 @@ percentile_intervals <- function(replicates, parm, level, call = sys.call(-1)) {
   out <- matrix(NA_real_, length(parm), 2L,
                 dimnames = list(parm, paste(format(100 * probs, trim = TRUE, scientific = FALSE,
                                                    digits = 3), "%")))
-  for (p in parm) {
-    values <- replicates[, p]
-    values <- values[!is.na(values)]
-    if (length(values)) out[p, ] <- stats::quantile(values, probs, type = 7, names = FALSE)
-  }
+  for (p in parm) out[p, ] <- bootstrap_interval(replicates[, p], 1 - level)
   out
+}
+
+# Parameter names chosen by `parm` (names or numbers) among `names`.
+select_parameters <- function(names, parm, call = sys.call(-1)) {
+  if (is.numeric(parm)) {
+    if (anyNA(parm) || any(parm < 1 | parm > length(names) | parm != round(parm))) {
+      stop_input("numeric `parm` must hold parameter numbers between 1 and ", length(names), ".",
+                 call = call)
+    }
+    return(names[parm])
+  }
+  if (!is.character(parm)) stop_input("`parm` must be parameter names or numbers.", call = call)
+  unknown <- setdiff(parm, names)
+  if (length(unknown)) {
+    stop_input("unknown parameter", if (length(unknown) > 1) "s", " in `parm`: ",
+               paste0("'", utils::head(unknown, 5), "'", collapse = ", "),
+               if (length(unknown) > 5) ", ..." else "", ".", call = call)
+  }
+  parm
 }
 
 format_seconds <- function(s) {
@@ -167,8 +201,9 @@ print.wisp <- function(x, ...) {
 #' s <- summary(booted)
 #' head(s$coefficients)
 #' }
-summary.wisp <- function(object, ...) {
+summary.wisp <- function(object, level = NULL, ...) {
   check_wisp_object(object)
+  object <- statistics_at(object, level)
   p <- object$parameters
   fixed <- p$role %in% c("baseline", "beta")
   table <- data.frame(parameter = p$name[fixed], role = p$role[fixed],
@@ -177,19 +212,23 @@ summary.wisp <- function(object, ...) {
                       treatment = p$treatment[fixed],
                       estimate = unname(object$fitted.parameters[p$name[fixed]]),
                       stringsAsFactors = FALSE, row.names = NULL)
-  bootstrapped <- wisp_has_bootstrap(object)
-  if (bootstrapped) {
+  tested <- wisp_has_statistics(object)
+  if (tested) {
     stats <- object$stats$parameters
     at <- match(table$parameter, stats$parameter)
-    for (column in c("CI.low", "CI.high", "p.value", "p.value.adj", "significance")) {
+    for (column in c("std.error", "df", "CI.low", "CI.high", "p.value", "p.value.adj",
+                     "significance")) {
       table[[column]] <- stats[[column]][at]
     }
   }
   structure(list(
-    call = object$call, coefficients = table, bootstrapped = bootstrapped,
-    replicates = if (bootstrapped) object$stats$replicates.used else 0L,
-    alpha = if (bootstrapped) object$stats$alpha else NA_real_,
-    adjustment = if (bootstrapped) object$stats$adjustment else NA_character_,
+    call = object$call, coefficients = table, bootstrapped = wisp_has_bootstrap(object),
+    tested = tested, method = if (tested) object$stats$method else NA_character_,
+    level = if (tested) object$stats$level else NA_real_,
+    replicates = if (tested && !is.na(object$stats$replicates.used)) object$stats$replicates.used else 0L,
+    alpha = if (tested) object$stats$alpha else NA_real_,
+    adjustment = if (tested) object$stats$adjustment else NA_character_,
+    likelihood = fit_likelihood(object), random.sd = object$random.sd,
     fit.diagnostics = object$fit.diagnostics, degrees = object$degrees,
     n.warp = sum(p$role %in% "warp"), nobs = nobs.wisp(object), logLik = logLik.wisp(object)
   ), class = "summary.wisp")
@@ -209,11 +248,24 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
   f <- x$fit.diagnostics
   status <- if (isTRUE(f$converged)) "converged" else "NOT converged"
   if (!identical(f$code, status)) status <- sprintf("%s (%s)", status, f$code)
-  cat(sprintf("\nFit: %s after %d evaluations in %s\n", status,
-              as.integer(f$num.evals), format_seconds(f$seconds)))
-  cat(sprintf("log-likelihood %.2f (df = %d, nobs = %d); penalised -log-likelihood %.2f\n",
-              as.numeric(x$logLik), as.integer(f$n.params), as.integer(x$nobs), f$pen.neg.value))
-  cat(sprintf("%d fixed-effect parameters, %d warping factors, %d transitions in all\n",
+  if (identical(x$likelihood, "nb")) {
+    cat(sprintf("\nFit (count likelihood): %s after %d Newton iterations in %s; largest scaled gradient %.2g\n",
+                status, as.integer(f$iterations), format_seconds(f$seconds), f$max.gradient))
+    cat(sprintf("log-likelihood %.2f (df = %d, nobs = %d)%s\n", as.numeric(x$logLik),
+                as.integer(attr(x$logLik, "df")), as.integer(x$nobs),
+                if (isTRUE(f$on.bound > 0)) sprintf("; %d estimates on a bound", as.integer(f$on.bound)) else ""))
+    if (!is.null(x$random.sd) && length(x$random.sd)) {
+      sd <- apply(x$random.sd, 2, function(v) paste(formatC(range(v), digits = 2, format = "g"), collapse = "-"))
+      cat(sprintf("random-effect SDs over genes: point %s, rate %s, slope %s\n", sd[["point"]],
+                  sd[["rate"]], sd[["slope"]]))
+    }
+  } else {
+    cat(sprintf("\nFit: %s after %d evaluations in %s\n", status,
+                as.integer(f$num.evals), format_seconds(f$seconds)))
+    cat(sprintf("log-likelihood %.2f (df = %d, nobs = %d); penalised -log-likelihood %.2f\n",
+                as.numeric(x$logLik), as.integer(f$n.params), as.integer(x$nobs), f$pen.neg.value))
+  }
+  cat(sprintf("%d fixed-effect parameters, %d random effects, %d transitions in all\n",
               nrow(x$coefficients), as.integer(x$n.warp), sum(x$degrees)))
   tab <- x$coefficients
   number <- function(v, blank = "NA") {
@@ -222,13 +274,19 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
   shown <- data.frame(component = tab$component, context = tab$context, species = tab$species,
                       block = tab$block, treatment = tab$treatment,
                       estimate = number(tab$estimate), stringsAsFactors = FALSE)
-  if (x$bootstrapped) {
+  if (isTRUE(x$tested)) {
     shown$CI.low <- number(tab$CI.low)
     shown$CI.high <- number(tab$CI.high)
-    shown$p.adj <- number(tab$p.value.adj, blank = "")
+    shown$p.adj <- ifelse(is.na(tab$p.value.adj), "",
+                          format.pval(tab$p.value.adj, digits = 2, eps = 1e-4))
     shown$sig <- tab$significance
-    cat(sprintf("\nFixed effects (bootstrap: %d replicates; percentile intervals; %s-adjusted p-values at alpha = %g):\n",
-                as.integer(x$replicates), x$adjustment, x$alpha))
+    how <- if (identical(x$method, "wald")) {
+      "Wald tests; t quantiles for between-animal effects"
+    } else {
+      sprintf("bootstrap: %d replicates; percentile intervals", as.integer(x$replicates))
+    }
+    cat(sprintf("\nFixed effects (%s; %g %% intervals; %s-adjusted p-values):\n", how,
+                100 * x$level, x$adjustment))
   } else {
     cat("\nFixed effects (estimates only; bootstrap for intervals and p-values):\n")
   }
@@ -238,7 +296,7 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
   n <- nrow(shown)
   print(utils::head(shown, max.rows), row.names = FALSE)
   if (n > max.rows) cat(sprintf("... %d more rows: see summary(fit)$coefficients\n", n - max.rows))
-  if (x$bootstrapped) {
+  if (isTRUE(x$tested)) {
     cat(sprintf("Signif.: *** p.adj < %g, ** < %g, * < %g, ns otherwise (tested: treatment effects)\n",
                 x$alpha / 50, x$alpha / 5, x$alpha))
   }
@@ -268,18 +326,28 @@ coef.wisp <- function(object, type = c("all", "fixed", "baseline", "beta", "warp
   object$fitted.parameters[object$parameters$name[keep]]
 }
 
-#' Bootstrap percentile intervals of wisp parameters
+#' Confidence intervals of wisp parameters
 #'
-#' Percentile intervals (quantile type 7) from the bootstrap replicates of
-#' the fit: those the statistics used (converged ones unless the fit was
-#' made with `converged.resamples.only = FALSE`). The intervals in
-#' `summary(fit)` of tested effects are at their multiplicity-adjusted level
-#' instead.
+#' Wald intervals (count likelihood) or bootstrap percentile intervals, the
+#' same as the statistics of [wisp_statistics()] use, so that an interval
+#' excludes 0 exactly when the effect's unadjusted p-value is below 1 -
+#' `level`.
 #'
-#' @param object A bootstrapped `"wisp"` object, or a `"wisp_bootstrap"`
-#'   from [bs_batch()] (all successful replicates).
-#' @param parm Parameter names or numbers (default: all).
+#' - `"wald"`: estimate ± quantile × standard error ([vcov.wisp()]); t
+#'   quantiles with df = animals − groups for effects of factors that vary
+#'   between animals only. Parameters without a variance (on a bound, or not
+#'   informed by the data) get `NA`.
+#' - `"bootstrap"`: the order statistics x_(k) and x_(R+1-k) of the
+#'   replicates, k = ceiling(alpha (R + 1) / 2) - 1 (`-Inf`/`Inf` when
+#'   there are too few replicates for the level).
+#'
+#' @param object A `"wisp"` object, or a `"wisp_bootstrap"` from [bs_batch()]
+#'   (all successful replicates).
+#' @param parm Parameter names or numbers (default: the fixed effects for
+#'   Wald intervals, every parameter for bootstrap intervals).
 #' @param level Confidence level.
+#' @param method `"auto"` (bootstrap when the fit carries replicates, Wald
+#'   otherwise), `"wald"` or `"bootstrap"`.
 #' @param ... Unused.
 #' @return A matrix with one row per parameter and columns for the lower and
 #'   upper limits, labelled in percent (as [stats::confint()]).
@@ -287,19 +355,36 @@ coef.wisp <- function(object, type = c("all", "fixed", "baseline", "beta", "warp
 #' @examples
 #' counts <- wisp_simulate(n.genes = 2, n.bins = 40)
 #' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
-#' boot <- bs_batch(fit, 20, seed = 1)
-#' confint(boot, parm = names(coef(fit, "beta")))
-confint.wisp <- function(object, parm, level = 0.95, ...) {
-  if (!inherits(object$bootstrap, "wisp_bootstrap")) {
-    stop_input("confint() needs a bootstrapped fit: use wisp(..., bootstraps.num = 1000), ",
-               "or confint() on the result of bs_batch(fit, ...).")
+#' confint(fit, parm = names(coef(fit, "beta")), method = "wald")
+#' boot <- bs_batch(fit, 19, seed = 1)
+#' confint(boot, parm = names(coef(fit, "beta")), level = 0.9)
+confint.wisp <- function(object, parm, level = 0.95, method = c("auto", "wald", "bootstrap"),
+                         ...) {
+  check_wisp_object(object)
+  check_number(level, "level", lower = 0.5, upper = 0.9999)
+  method <- match_choice(method, "method", c("auto", "wald", "bootstrap"))
+  if (method == "auto") {
+    method <- if (inherits(object$bootstrap, "wisp_bootstrap")) "bootstrap" else "wald"
   }
-  boot <- object$bootstrap
-  if (is.null(boot$t)) stop_input("the bootstrap has no successful replicate.")
-  use <- bootstrap_used_replicates(boot, object$stats$replicates.used)
-  replicates <- boot$t[use, , drop = FALSE]
-  colnames(replicates) <- names(object$fitted.parameters)
-  percentile_intervals(replicates, if (missing(parm)) NULL else parm, level)
+  if (method == "bootstrap") {
+    if (!inherits(object$bootstrap, "wisp_bootstrap")) {
+      stop_input("bootstrap intervals need replicates: use wisp(..., bootstraps.num = 1000), ",
+                 "or wisp_statistics(fit, boot = bs_batch(fit, ...)).")
+    }
+    boot <- object$bootstrap
+    use <- bootstrap_used_replicates(boot, object$stats$replicates.used)
+    replicates <- boot$t[use, , drop = FALSE]
+    colnames(replicates) <- names(object$fitted.parameters)
+    return(percentile_intervals(replicates, if (missing(parm)) NULL else parm, level))
+  }
+  stats <- wisp_statistics(object, method = "wald", level = level)$stats$parameters
+  values <- cbind(stats$CI.low, stats$CI.high)
+  rownames(values) <- stats$parameter
+  parm <- if (missing(parm)) rownames(values) else select_parameters(rownames(values), parm)
+  a <- (1 - level) / 2
+  out <- values[parm, , drop = FALSE]
+  colnames(out) <- paste(format(100 * c(a, 1 - a), trim = TRUE, scientific = FALSE, digits = 3), "%")
+  out
 }
 
 #' @rdname confint.wisp
@@ -374,13 +459,15 @@ residuals.wisp <- function(object, type = c("response", "log"), ...) {
 predict.wisp <- function(object, newdata = NULL, type = c("link", "response"), ...) {
   check_wisp_fit(object, call = sys.call())
   type <- match_choice(type, "type", c("link", "response"))
-  model <- model_from_bytes(object$plan, object$settings)
-  pred_log <- model_predict(model, object$fitted.parameters)
+  pred_log <- fit_predictions(object, object$fitted.parameters)
+  summed <- object$count.data.summed
+  response <- fit_response(object, pred_log)
   if (!is.null(newdata)) {
-    at <- match_prediction_rows(object, model$summed, newdata)
+    at <- match_prediction_rows(object, summed, newdata)
     pred_log <- pred_log[at]
+    response <- response[at]
   }
-  if (type == "response") exp(pred_log) - 1 else pred_log
+  if (type == "response") response else pred_log
 }
 
 match_prediction_rows <- function(object, summed, newdata, call = sys.call(-1)) {
@@ -465,8 +552,8 @@ match_prediction_rows <- function(object, summed, newdata, call = sys.call(-1)) 
 #' BIC(fit)
 logLik.wisp <- function(object, ...) {
   f <- object$fit.diagnostics
-  structure(-f$neg.loglik, df = as.integer(f$n.params), nobs = nobs.wisp(object),
-            class = "logLik")
+  df <- if (is.null(f$df)) f$n.params else f$df
+  structure(-f$neg.loglik, df = as.integer(df), nobs = nobs.wisp(object), class = "logLik")
 }
 
 #' @rdname logLik.wisp

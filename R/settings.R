@@ -21,7 +21,9 @@ wisp_default_model_settings <- function() {
     rise_threshold_factor = core$rise_threshold_factor,
     max_evals = as.integer(core$max_evals), rng_seed = as.integer(core$rng_seed),
     warp_precision = core$warp_precision, round_none = core$round_none, trtKO = "none",
-    max_bin = 0, LRO_method = core$LRO_method
+    max_bin = 0, LRO_method = core$LRO_method,
+    likelihood = core$likelihood, exposure = core$exposure,
+    slope_prior_sd = core$slope_prior_sd, random_sd = NA
   )
 }
 
@@ -108,6 +110,39 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
   if (!identical(settings$trtKO, "none")) {
     fail("trtKO is not supported yet: knock out treatments by removing their rows from ",
          "count.data.")
+  }
+  likelihood <- settings$likelihood
+  if (!is.character(likelihood) || length(likelihood) != 1L || !likelihood %in% c("nb", "original")) {
+    fail("likelihood must be \"nb\" (the count likelihood) or \"original\" (the original ",
+         "package's objective), not ", describe_value(likelihood), ".")
+  }
+  exposure <- settings$exposure
+  if (!is.character(exposure) || length(exposure) != 1L ||
+      !exposure %in% c("auto", "cells", "tokens", "none")) {
+    fail("exposure must be \"auto\", \"cells\", \"tokens\" or \"none\", not ",
+         describe_value(exposure), ".")
+  }
+  prior <- settings$slope_prior_sd
+  if (!is.numeric(prior) || length(prior) != 1L || is.na(prior) || !is.finite(prior) || prior < 0) {
+    fail("slope_prior_sd must be one number >= 0 (0: no prior), not ", describe_value(prior), ".")
+  }
+  sd <- settings$random_sd
+  if (!(length(sd) == 1L && is.na(sd))) {
+    ok <- is.numeric(sd) && length(sd) %in% c(1L, 3L) && !anyNA(sd) && all(is.finite(sd)) &&
+      all(sd >= 0)
+    if (!ok) {
+      fail("random_sd must be NA (estimate the random effects' standard deviations) or one or ",
+           "three numbers >= 0 (point, rate, slope), not ", describe_value(sd), ".")
+    }
+    settings$random_sd <- rep_len(as.double(sd), 3L)
+  }
+  if (likelihood == "original") {
+    changed <- c("exposure", "slope_prior_sd", "random_sd")[c(
+      exposure != "auto", !same_value(prior, wisp_default_model_settings()$slope_prior_sd),
+      !(length(sd) == 1L && is.na(sd)))]
+    if (length(changed)) {
+      fail(paste(changed, collapse = ", "), " apply to likelihood = \"nb\" only.")
+    }
   }
   max_bin <- settings$max_bin
   if (!is.numeric(max_bin) || length(max_bin) != 1L || is.na(max_bin) || max_bin < 0 ||

@@ -1,4 +1,6 @@
-# Bootstrap statistics (spec section 6.2, with the original's errors fixed).
+# The original's bootstrap statistics (model vignette, "The original's statistics"),
+# kept for reproduction as wisp_statistics(method = "centred"), and the
+# bootstrap's attachment to a fit.
 
 #' Two-sided centred-bootstrap p-value
 #'
@@ -12,7 +14,7 @@
 #' @return A p-value in [0, 1], or NA without replicates.
 #' @keywords internal
 #' @noRd
-bootstrap_p_value <- function(replicates, estimate) {
+centred_p_value <- function(replicates, estimate) {
   replicates <- replicates[!is.na(replicates)]
   if (!length(replicates) || is.na(estimate)) return(NA_real_)
   centred <- stats::ecdf(replicates - mean(replicates))
@@ -39,7 +41,7 @@ parameter_statistics <- function(estimates, replicates, tested, alpha = 0.05,
                                  adjustment = c("holm", "bonferroni")) {
   adjustment <- match.arg(adjustment)
   p <- rep(NA_real_, length(estimates))
-  for (j in which(tested)) p[j] <- bootstrap_p_value(replicates[, j], estimates[j])
+  for (j in which(tested)) p[j] <- centred_p_value(replicates[, j], estimates[j])
   p_adj <- rep(NA_real_, length(p))
   alpha_adj <- rep(NA_real_, length(p))
   has_p <- !is.na(p)
@@ -115,32 +117,29 @@ attach_bootstrap <- function(result, boot, use.median = FALSE, converged.only = 
     stop("fewer than 2 usable bootstrap replicates; no statistics can be computed",
          call. = FALSE)
   }
-  tested <- result$parameters$role == "beta"
-  needed <- ceiling(sum(tested) / alpha)
-  if (nrow(replicates) < needed) {
-    warning(sprintf(paste0("%d usable replicates for %d tested effects: at least m/alpha = %d ",
-                           "are recommended for adjusted p-values to reach significance"),
-                    nrow(replicates), sum(tested), needed), call. = FALSE)
-  }
   if (use.median) {
-    medians <- apply(replicates, 2, stats::median)
+    medians <- apply(replicates, 2, stats::median, na.rm = TRUE)
     names(medians) <- names(result$fitted.parameters)
     result$fitted.parameters <- medians
-    model <- model_from_bytes(result$plan, result$settings)
-    pred_log <- model_predict(model, medians)
+    pred_log <- fit_predictions(result, medians)
     result$count.data.summed$pred.log <- pred_log
-    result$count.data.summed$pred <- exp(pred_log) - 1
+    result$count.data.summed$pred <- fit_response(result, pred_log)
   }
-  result$stats <- list(
-    parameters = parameter_statistics(result$fitted.parameters, replicates, tested, alpha,
-                                      adjustment),
-    alpha = alpha, adjustment = adjustment, replicates.used = nrow(replicates)
-  )
-  bands <- model_prediction_bands_rust(result$plan, as.vector(t(replicates)),
-                                       c(0.025, 0.975))
+  result$bootstrap <- boot
+  result <- wisp_statistics(result, method = "percentile", level = 1 - alpha,
+                            adjustment = adjustment)
+  resolution <- result$stats$resolution
+  if (!resolution$holm_can_reject && adjustment != "none") {
+    warning(sprintf(paste0(
+      "with %d usable replicates the smallest bootstrap p-value is 2/(R + 1) = %.3g, so ",
+      "%s adjustment over %d tested effects can reject nothing at alpha = %g; use at least %d ",
+      "replicates, or the Wald statistics of the count likelihood (wisp_statistics(fit, ",
+      "method = \"wald\"))."), nrow(replicates), resolution$smallest, adjustment,
+      result$stats$tests, alpha, resolution$needed), call. = FALSE)
+  }
+  bands <- fit_bands(result, replicates, c(0.025, 0.975))
   result$count.data.summed$pred.low <- bands[[1]]
   result$count.data.summed$pred.high <- bands[[2]]
-  result$bootstrap <- boot
   result$sample.params.type <- "bs"
   # The original's layout: replicates, then the estimates as the last row.
   result$sample.params.bs <- rbind(boot$t, estimate = result$fitted.parameters)
@@ -151,4 +150,36 @@ attach_bootstrap <- function(result, boot, use.median = FALSE, converged.only = 
     num.evals = d$num.evals
   )
   result
+}
+
+# Predicted log rates of every row of fit$count.data.summed at `parameters`.
+fit_predictions <- function(fit, parameters) {
+  if (fit_likelihood(fit) == "nb") {
+    psi <- count_predict_rust(fit$plan, as.double(parameters))
+    c(psi$rows, psi$population)
+  } else {
+    model_predict(model_from_bytes(fit$plan, fit$settings), parameters)
+  }
+}
+
+# Expected counts of the rows of fit$count.data.summed from their log rates
+# (count likelihood: exposure x rate, the rate itself on population rows).
+fit_response <- function(fit, pred_log) {
+  if (fit_likelihood(fit) == "nb") {
+    exposure <- fit$count.data.summed$exposure
+    count_rate(pred_log) * ifelse(is.na(exposure), 1, exposure)
+  } else {
+    exp(pred_log) - 1
+  }
+}
+
+# Quantiles of the predicted log rates of every row over parameter samples.
+fit_bands <- function(fit, samples, probabilities) {
+  values <- as.vector(t(samples))
+  if (fit_likelihood(fit) == "nb") {
+    bands <- count_bands_rust(fit$plan, values, probabilities)
+    lapply(seq_along(probabilities), function(i) c(bands$rows[[i]], bands$population[[i]]))
+  } else {
+    model_prediction_bands_rust(fit$plan, values, probabilities)
+  }
 }

@@ -88,7 +88,7 @@
 wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = FALSE,
                  bootstraps.num = 0, converged.resamples.only = TRUE, max.fork = 1,
                  verbose = TRUE, model.settings = list(), MCMC.settings = list(),
-                 plot.settings = list(), ran.seed = 1234) {
+                 plot.settings = list(), ran.seed = 1234, degrees = NULL) {
   call <- match.call()
   check_flag(fit_only, "fit_only")
   check_flag(use.median, "use.median")
@@ -105,6 +105,55 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
 
   started <- proc.time()[["elapsed"]]
   prepared <- prepare_count_data(count.data, variables, settings$max_bin)
+  if (settings$likelihood == "nb") {
+    result <- wisp_count(prepared, settings, plot.settings, variables, call, max.fork, say,
+                         degrees)
+  } else {
+    result <- wisp_original(prepared, settings, plot.settings, variables, call, max.fork, say,
+                            started)
+  }
+  if (!fit_only && bootstraps.num > 0) {
+    result <- wisp_bootstrap_statistics(result, bootstraps.num, max.fork, use.median,
+                                        converged.resamples.only, ran.seed, verbose)
+  } else if (!fit_only && fit_likelihood(result) == "original") {
+    say("Statistics need a bootstrap: call wisp(..., bootstraps.num = 1000) or bs_batch() on this fit.")
+  } else if (!fit_only) {
+    result <- wisp_statistics(result, method = "wald")
+  }
+  result
+}
+
+# The count likelihood's fit, with progress messages.
+wisp_count <- function(prepared, settings, plot.settings, variables, call, workers, say,
+                       degrees) {
+  t0 <- proc.time()[["elapsed"]]
+  bins <- if (settings$max_bin > 0) settings$max_bin else NULL
+  fitted <- count_fit(prepared, settings, workers, degrees, bins)
+  result <- wisp_count_result(fitted, settings, plot.settings, variables, call)
+  say(sprintf("Exposure: %s (%s).", result$exposure$rule, result$exposure$reason))
+  if (!is.null(fitted$grid)) {
+    say(sprintf("Grid search over %d change-point settings (%d distinct structures): best %s at window factor %.2f, cutoff %.2f.",
+                nrow(fitted$grid), length(unique(fitted$grid$structure)), settings$LRO_cost,
+                fitted$window, fitted$cutoff))
+  }
+  diagnostics <- result$fit.diagnostics
+  say(sprintf("Fitted %d genes (%d transitions, %d parameters): %s after %d Newton iterations (%.1f s).",
+              length(result$grouping.variables$species.lvls), sum(result$degrees),
+              diagnostics$n.params, diagnostics$code, diagnostics$iterations,
+              proc.time()[["elapsed"]] - t0))
+  if (!diagnostics$converged) {
+    warning("the fit did not converge (", diagnostics$code, ").", call. = FALSE)
+  }
+  if (diagnostics$on.bound > 0) {
+    say(sprintf("%d estimate%s on a bound (a rate of 0, a step-like transition, or a Poisson dispersion): see fit.diagnostics.",
+                diagnostics$on.bound, if (diagnostics$on.bound > 1) "s" else ""))
+  }
+  result
+}
+
+# The original likelihood's fit (likelihood = "original").
+wisp_original <- function(prepared, settings, plot.settings, variables, call, max.fork, say,
+                          started) {
   base <- model_build(
     prepared$tokens, prepared$fixed_effects, prepared$time_series, degrees = 0L,
     settings = settings[c("buffer_factor", "warp_precision", "max_penalty_at_distance_factor",
@@ -144,13 +193,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
     warning("the fit did not converge (", diagnostics$code, "); consider raising ",
             "model.settings$max_evals.", call. = FALSE)
   }
-
-  if (!fit_only && bootstraps.num > 0) {
-    result <- wisp_bootstrap_statistics(result, bootstraps.num, max.fork, use.median,
-                                        converged.resamples.only, ran.seed, verbose)
-  } else if (!fit_only) {
-    say("Statistics need a bootstrap: call wisp(..., bootstraps.num = 1000) or bs_batch() on this fit.")
-  }
+  result$likelihood <- "original"
   result
 }
 

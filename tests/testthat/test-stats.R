@@ -2,11 +2,11 @@ test_that("the centred-bootstrap p-value counts both tails of the centred replic
   replicates <- c(1, 2, 3, 4, 5, 6, 7, 8, 9, 10) # mean 5.5, centred -4.5 .. 4.5
   # estimate 3.5: 1 - F(3.5) = share of centred values > 3.5 = 1/10 (4.5);
   # F(-3.5) = share <= -3.5 = 2/10 (-4.5, -3.5)
-  expect_equal(wispack:::bootstrap_p_value(replicates, 3.5), 0.3)
-  expect_equal(wispack:::bootstrap_p_value(replicates, -3.5), 0.3)
-  expect_equal(wispack:::bootstrap_p_value(replicates, 0), 1)
-  expect_equal(wispack:::bootstrap_p_value(replicates, 100), 0)
-  expect_identical(wispack:::bootstrap_p_value(c(NA, NA), 1), NA_real_)
+  expect_equal(wispack:::centred_p_value(replicates, 3.5), 0.3)
+  expect_equal(wispack:::centred_p_value(replicates, -3.5), 0.3)
+  expect_equal(wispack:::centred_p_value(replicates, 0), 1)
+  expect_equal(wispack:::centred_p_value(replicates, 100), 0)
+  expect_identical(wispack:::centred_p_value(c(NA, NA), 1), NA_real_)
 })
 
 test_that("Holm adjustment is the real step-down procedure of p.adjust", {

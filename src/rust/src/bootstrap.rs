@@ -6,6 +6,7 @@
 //! result depends only on (plan, seed, replicate number).
 
 use crate::checkpoint::{self, Entry};
+use crate::count::pipeline::CountPlan;
 use crate::engine::{self, procmem, PoolOptions, TaskRecord};
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -20,8 +21,47 @@ use std::time::Instant;
 /// variant per likelihood; [`crate::saved`] stores it.
 #[derive(Clone, Debug)]
 pub(crate) enum Plan {
-    /// The warped-sigmoid model with its detected structure.
+    /// The original's objective with its detected structure
+    /// (`likelihood = "original"`).
     WarpedSigmoid(WarpedSigmoidPlan),
+    /// The count likelihood with its structure and full-data estimate
+    /// (`likelihood = "nb"`).
+    Count(CountPlan),
+}
+
+/// How a replicate redraws the data (model vignette, "The bootstrap").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Resampling {
+    /// Tokens within each (animal, context, gene, treatment, bin) cell.
+    Cells,
+    /// Animals within the groups that share their between-animal levels.
+    Animals,
+    /// Random effects and counts from the fitted model (count likelihood).
+    Parametric,
+}
+
+impl Resampling {
+    pub(crate) const ALL: [Resampling; 3] = [
+        Resampling::Cells,
+        Resampling::Animals,
+        Resampling::Parametric,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Resampling::Cells => "cells",
+            Resampling::Animals => "animals",
+            Resampling::Parametric => "parametric",
+        }
+    }
+
+    pub(crate) fn parse(name: &str) -> std::result::Result<Self, String> {
+        Self::ALL.into_iter().find(|s| s.name() == name).ok_or_else(|| {
+            format!(
+                "unknown resampling scheme \"{name}\"; the schemes are \"cells\", \"animals\" and \"parametric\""
+            )
+        })
+    }
 }
 
 /// Everything a replicate of the warped-sigmoid model needs.
@@ -35,21 +75,51 @@ pub(crate) struct WarpedSigmoidPlan {
 }
 
 impl Plan {
-    /// The model whose parameters the plan's fits estimate.
-    pub(crate) fn model(&self) -> &Model {
+    /// The names of the estimates a fit of this plan reports, in order.
+    pub(crate) fn parameter_names(&self) -> Vec<String> {
         match self {
-            Plan::WarpedSigmoid(plan) => &plan.model,
+            Plan::WarpedSigmoid(plan) => plan.model.parameter_names(),
+            Plan::Count(plan) => plan.parameter_names(),
         }
     }
 
-    /// Runs replicate `replicate` (from 1) of the bootstrap seeded with `seed`.
+    pub(crate) fn parameter_count(&self) -> usize {
+        match self {
+            Plan::WarpedSigmoid(plan) => plan.model.parameter_count(),
+            Plan::Count(plan) => plan.parameter_names().len(),
+        }
+    }
+
+    /// The original likelihood's model (tests of the saved state).
+    #[cfg(test)]
+    pub(crate) fn model(&self) -> &Model {
+        match self {
+            Plan::WarpedSigmoid(plan) => &plan.model,
+            Plan::Count(_) => panic!("a count plan has no model of the original's kind"),
+        }
+    }
+
+    /// The likelihood's name as R knows it.
+    pub(crate) fn likelihood(&self) -> &'static str {
+        match self {
+            Plan::WarpedSigmoid(_) => "original",
+            Plan::Count(_) => "nb",
+        }
+    }
+
+    /// Runs replicate `replicate` (from 1) of the bootstrap seeded with
+    /// `seed`, the data redrawn by `scheme`.
     pub(crate) fn run_replicate(
         &self,
+        scheme: Resampling,
         seed: u64,
         replicate: usize,
     ) -> std::result::Result<FitSummary, String> {
         match self {
-            Plan::WarpedSigmoid(plan) => plan.run_replicate(seed, replicate),
+            Plan::WarpedSigmoid(plan) => plan.run_replicate(scheme, seed, replicate),
+            Plan::Count(plan) => {
+                crate::count::pipeline::run_replicate(plan, scheme, seed, replicate)
+            }
         }
     }
 }
@@ -68,6 +138,7 @@ fn warp_stream(replicate: usize) -> u64 {
 impl WarpedSigmoidPlan {
     fn run_replicate(
         &self,
+        scheme: Resampling,
         seed: u64,
         replicate: usize,
     ) -> std::result::Result<FitSummary, String> {
@@ -76,9 +147,32 @@ impl WarpedSigmoidPlan {
         }
         let mut model = self.model.clone();
         let mut stream = TaskStream::new(seed, resampling_stream(replicate));
-        model
-            .table_mut()
-            .resample_pools(|n| stream.below(n as u64) as usize)?;
+        match scheme {
+            Resampling::Cells => model
+                .table_mut()
+                .resample_pools(|n| stream.below(n as u64) as usize)?,
+            Resampling::Animals => {
+                let groups = crate::resampling::animal_groups(
+                    self.model.design(),
+                    self.model.design().ran_levels().len(),
+                    |animal, context, treatment| {
+                        self.model
+                            .table()
+                            .animal_has_data(animal, context, treatment)
+                    },
+                );
+                let mapping =
+                    crate::resampling::draw_animals(&groups, |n| stream.below(n as u64) as usize);
+                model.table_mut().copy_animals(&mapping);
+            }
+            Resampling::Parametric => {
+                return Err(
+                    "the parametric bootstrap needs the count likelihood (likelihood = \"nb\"); \
+                     the original's objective is not a likelihood to draw from"
+                        .into(),
+                )
+            }
+        }
         let (_, _, result) = fit_structure(
             &model,
             &self.detected,
@@ -92,10 +186,16 @@ impl WarpedSigmoidPlan {
 
 /// The outcome of a replicate run in this process, timed and with this
 /// process's memory (the serial, mclapply and future backends).
-pub(crate) fn replicate_here(plan: &Plan, seed: u64, replicate: usize, trim: bool) -> Outcome {
+pub(crate) fn replicate_here(
+    plan: &Plan,
+    scheme: Resampling,
+    seed: u64,
+    replicate: usize,
+    trim: bool,
+) -> Outcome {
     let started = Instant::now();
     let fit = plan
-        .run_replicate(seed, replicate)
+        .run_replicate(scheme, seed, replicate)
         .map_err(|message| format!("error: {message}"));
     if trim {
         procmem::trim_heap();
@@ -155,6 +255,7 @@ pub(crate) struct BatchResult {
 /// A batch of replicates for the fork engine.
 pub(crate) struct BatchRun<'a> {
     pub(crate) plan: &'a Plan,
+    pub(crate) scheme: Resampling,
     pub(crate) seed: u64,
     /// Replicate numbers, from 1.
     pub(crate) replicates: &'a [usize],
@@ -179,14 +280,14 @@ impl BatchRun<'_> {
             None => None,
         };
         let mut checkpoint_error: Option<String> = None;
-        let (plan, seed, trim) = (self.plan, self.seed, self.trim);
+        let (plan, scheme, seed, trim) = (self.plan, self.scheme, self.seed, self.trim);
         let batch = engine::run_tasks(
             self.replicates,
             self.options,
             |context| {
                 #[cfg(feature = "test-hooks")]
                 crate::faults::strike_armed(context.task);
-                let result = plan.run_replicate(seed, context.task);
+                let result = plan.run_replicate(scheme, seed, context.task);
                 if trim {
                     procmem::trim_heap();
                 }

@@ -28,6 +28,7 @@ mod fit;
 mod model;
 mod outcome;
 mod pipeline;
+mod resampling;
 mod rules;
 mod sampling;
 mod saved;

@@ -133,6 +133,8 @@ pub(crate) struct GridPoint {
     pub(crate) cutoff: f64,
     /// Which distinct detected structure the point has (from 0).
     pub(crate) structure: usize,
+    /// Estimated parameters of the structure's model (AIC's and BIC's k).
+    pub(crate) parameters: usize,
     /// The structure's fit, or why it failed.
     pub(crate) fit: Result<FitSummary, String>,
 }
@@ -140,7 +142,11 @@ pub(crate) struct GridPoint {
 impl GridPoint {
     /// Number of fitted parameters (0 when the fit failed).
     pub(crate) fn parameter_count(&self) -> usize {
-        self.fit.as_ref().map_or(0, |f| f.parameters.len())
+        if self.fit.is_ok() {
+            self.parameters
+        } else {
+            0
+        }
     }
 
     /// The negative log-likelihood (NaN when the fit failed).
@@ -210,6 +216,7 @@ pub(crate) fn grid_search(
             window_factor,
             cutoff,
             structure,
+            parameters: fits[structure].as_ref().map_or(0, |f| f.parameters.len()),
             fit: fits[structure].clone(),
         })
         .collect())
@@ -218,10 +225,10 @@ pub(crate) fn grid_search(
 /// Groups grid points whose detection gives the same structure and change
 /// points: their fits are identical, so each distinct one is fitted once.
 /// Returns the distinct detections and, per grid point, its index into them.
-fn distinct_detections(
-    base: &Model,
+pub(crate) fn distinct_detections_by(
     grid: &[(f64, f64)],
     template: &DetectionSettings,
+    detect: impl Fn(&DetectionSettings) -> Result<DetectedStructure, String>,
 ) -> Result<(Vec<DetectedStructure>, Vec<usize>), String> {
     let mut distinct: Vec<DetectedStructure> = Vec::new();
     let mut index_of_point = Vec::with_capacity(grid.len());
@@ -231,7 +238,7 @@ fn distinct_detections(
             lro_cutoff: cutoff,
             ..*template
         };
-        let detected = detect_structure(base.table(), base.design(), &settings)?;
+        let detected = detect(&settings)?;
         let index = match distinct.iter().position(|d| d == &detected) {
             Some(index) => index,
             None => {
@@ -242,6 +249,16 @@ fn distinct_detections(
         index_of_point.push(index);
     }
     Ok((distinct, index_of_point))
+}
+
+fn distinct_detections(
+    base: &Model,
+    grid: &[(f64, f64)],
+    template: &DetectionSettings,
+) -> Result<(Vec<DetectedStructure>, Vec<usize>), String> {
+    distinct_detections_by(grid, template, |settings| {
+        detect_structure(base.table(), base.design(), settings)
+    })
 }
 
 #[cfg(test)]
@@ -263,6 +280,7 @@ mod tests {
             window_factor: 1.0,
             cutoff: 1.0,
             structure: 0,
+            parameters: 10,
             fit: Ok(FitSummary {
                 parameters: vec![0.0; 10],
                 objective: 101.0,

@@ -21,6 +21,9 @@ pub(crate) const BUFFER_FACTOR_LIMIT: f64 = 0.5;
 /// (`model.settings$rng_seed`).
 pub(crate) const DEFAULT_SEED: u64 = 42;
 
+/// The likelihood `wisp()` fits unless told otherwise.
+pub(crate) const DEFAULT_LIKELIHOOD: &str = "nb";
+
 /// Whether summed "none" counts are rounded by default (`round_none`).
 pub(crate) const DEFAULT_ROUND_NONE: bool = true;
 
@@ -88,6 +91,12 @@ pub(crate) fn defaults() -> Vec<(&'static str, Default)> {
         (
             "LRO_method",
             Default::Text(detection_method_name(detection.method)),
+        ),
+        ("likelihood", Default::Text(DEFAULT_LIKELIHOOD)),
+        ("exposure", Default::Text("auto")),
+        (
+            "slope_prior_sd",
+            Default::Number(crate::count::fit::SLOPE_PRIOR_SD),
         ),
     ]
 }

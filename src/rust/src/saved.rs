@@ -68,11 +68,15 @@ pub(crate) enum Saved {
 }
 
 impl Saved {
-    /// The model: a plan's, or the model itself.
-    pub(crate) fn into_model(self) -> Model {
+    /// The original likelihood's model: a plan's, or the model itself.
+    pub(crate) fn into_model(self) -> Result<Model> {
         match self {
-            Saved::Plan(plan) => plan.model().clone(),
-            Saved::Model(model) => model,
+            Saved::Plan(Plan::WarpedSigmoid(plan)) => Ok(plan.model),
+            Saved::Plan(Plan::Count(_)) => Err(Error::input(
+                "this fit uses the count likelihood (likelihood = \"nb\"), which has no \
+                 model of the original's kind",
+            )),
+            Saved::Model(model) => Ok(model),
         }
     }
 }
@@ -81,6 +85,7 @@ impl Saved {
 pub(crate) fn encode_plan(plan: &Plan) -> Result<Vec<u8>> {
     let wire = match plan {
         Plan::WarpedSigmoid(plan) => PlanV1::WarpedSigmoid(WarpedSigmoidPlanV1::from_plan(plan)),
+        Plan::Count(plan) => PlanV1::Count(Box::new(count_wire::CountPlanV1::from_plan(plan))),
     };
     envelope(Kind::Plan, &wire)
 }
@@ -113,7 +118,7 @@ pub(crate) fn decode_plan(bytes: &[u8]) -> Result<Plan> {
 
 /// A model, from the saved state of a model or of a plan.
 pub(crate) fn decode_model(bytes: &[u8]) -> Result<Model> {
-    decode(bytes).map(Saved::into_model)
+    decode(bytes).and_then(Saved::into_model)
 }
 
 /// The format of saved bytes as their header says (0 for unframed bytes,
@@ -221,6 +226,7 @@ pub(crate) fn reseal(bytes: &[u8]) -> Result<Vec<u8>> {
 #[derive(Serialize, Deserialize)]
 enum PlanV1 {
     WarpedSigmoid(WarpedSigmoidPlanV1),
+    Count(Box<count_wire::CountPlanV1>),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -405,7 +411,10 @@ impl WarpedSigmoidPlanV1 {
 
 impl PlanV1 {
     fn into_plan(self) -> Result<Plan> {
-        let PlanV1::WarpedSigmoid(wire) = self;
+        let wire = match self {
+            PlanV1::WarpedSigmoid(wire) => wire,
+            PlanV1::Count(wire) => return wire.into_plan().map(Plan::Count),
+        };
         let model = wire.model.into_model()?;
         let plan = WarpedSigmoidPlan {
             detected: DetectedStructure {
@@ -651,6 +660,8 @@ mod legacy {
         Ok(rows)
     }
 }
+
+mod count_wire;
 
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@ use super::{
     index_column, outcome_bytes, outcome_columns, outcome_from_bytes, pool_options, seed_value,
     user_interrupt_pending, RResult,
 };
-use crate::bootstrap::{self, CheckpointTarget};
+use crate::bootstrap::{self, CheckpointTarget, Resampling};
 use crate::checkpoint;
 use crate::codec::fnv1a64;
 use crate::error::Error;
@@ -13,9 +13,19 @@ use crate::outcome::{estimate_rows, Outcome};
 use crate::saved;
 use extendr_api::prelude::*;
 
-/// The checkpoint key of a plan: a fingerprint of its bytes, in hex.
-fn plan_key(plan: &Raw) -> String {
-    format!("{:016x}", fnv1a64(&[plan.as_slice()]))
+/// The checkpoint key of a plan and resampling scheme: a fingerprint of the
+/// plan's bytes (and of the scheme's name, for any scheme but "cells", whose
+/// key is the plan's alone as it always was), in hex.
+fn plan_key(plan: &Raw, scheme: Resampling) -> String {
+    let hash = match scheme {
+        Resampling::Cells => fnv1a64(&[plan.as_slice()]),
+        other => fnv1a64(&[plan.as_slice(), other.name().as_bytes()]),
+    };
+    format!("{hash:016x}")
+}
+
+fn scheme(name: &str) -> RResult<Resampling> {
+    Resampling::parse(name).map_err(Error::input)
 }
 
 fn plan_hash(key: &str) -> RResult<u64> {
@@ -38,15 +48,17 @@ fn checkpoint_target<'a>(
 }
 
 /// Decodes a fit's saved plan (checking it); returns its parameter names,
-/// its checkpoint key and the format it was saved in (0: wispack 0.1.0).
+/// its likelihood, its checkpoint key for the resampling scheme and the
+/// format it was saved in (0: wispack 0.1.0).
 /// @keywords internal
 /// @noRd
 #[extendr]
-fn plan_info_rust(plan: Raw) -> RResult<List> {
+fn plan_info_rust(plan: Raw, resample: &str) -> RResult<List> {
     let decoded = saved::decode_plan(plan.as_slice())?;
     Ok(list!(
-        parameter_names = decoded.model().parameter_names(),
-        key = plan_key(&plan),
+        parameter_names = decoded.parameter_names(),
+        likelihood = decoded.likelihood(),
+        key = plan_key(&plan, scheme(resample)?),
         format = saved::format_of(plan.as_slice()) as i32
     ))
 }
@@ -61,6 +73,7 @@ fn plan_info_rust(plan: Raw) -> RResult<List> {
 #[allow(clippy::too_many_arguments)]
 fn bootstrap_fork_rust(
     plan: Raw,
+    resample: &str,
     seed: f64,
     replicates: Vec<i32>,
     workers: i32,
@@ -79,6 +92,7 @@ fn bootstrap_fork_rust(
     let callback = on_result.as_function();
     let batch = bootstrap::BatchRun {
         plan: &decoded,
+        scheme: scheme(resample)?,
         seed: seed_value(seed)?,
         replicates: &replicates,
         options: &options,
@@ -90,7 +104,7 @@ fn bootstrap_fork_rust(
             let _ = callback.call(pairlist!(outcome.replicate as i32, outcome.fit.is_ok()));
         }
     })?;
-    let parameter_count = decoded.model().parameter_count();
+    let parameter_count = decoded.parameter_count();
     Ok(list!(
         diagnostics = outcome_columns(&result.outcomes),
         estimates = estimate_rows(&result.outcomes, parameter_count),
@@ -108,6 +122,7 @@ fn bootstrap_fork_rust(
 #[extendr]
 fn bootstrap_replicate_rust(
     plan: Raw,
+    resample: &str,
     seed: f64,
     replicate: i32,
     trim_memory: bool,
@@ -116,7 +131,13 @@ fn bootstrap_replicate_rust(
 ) -> RResult<List> {
     let decoded = saved::decode_plan(plan.as_slice())?;
     let replicate = super::count_option(replicate, "replicate")?;
-    let outcome = bootstrap::replicate_here(&decoded, seed_value(seed)?, replicate, trim_memory);
+    let outcome = bootstrap::replicate_here(
+        &decoded,
+        scheme(resample)?,
+        seed_value(seed)?,
+        replicate,
+        trim_memory,
+    );
     let checkpointed = match checkpoint_target(checkpoint, key, seed)? {
         None => false,
         Some(target) => checkpoint::Appender::new(target.path)

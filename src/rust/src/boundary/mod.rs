@@ -10,6 +10,7 @@
 
 mod bootstrap;
 mod checkpoint;
+mod count;
 mod engine;
 mod fit;
 mod model;
@@ -184,6 +185,7 @@ extendr_module! {
     mod boundary;
     use model;
     use fit;
+    use count;
     use bootstrap;
     use checkpoint;
     use engine;

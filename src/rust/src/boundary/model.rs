@@ -11,6 +11,115 @@ fn decode_model(bytes: &Raw) -> RResult<Model> {
     saved::decode_model(bytes.as_slice())
 }
 
+/// Token columns coded from 0 (bins from 1); `factor_codes` holds one
+/// column per factor, column-major.
+pub(super) fn tokens_from_r(
+    count: Vec<f64>,
+    bin: Vec<i32>,
+    context: Vec<i32>,
+    species: Vec<i32>,
+    ran: Vec<i32>,
+    factor_codes: Vec<i32>,
+    factor_count: usize,
+) -> RResult<CodedTokens> {
+    let n = count.len();
+    if factor_count.checked_mul(n) != Some(factor_codes.len()) {
+        return Err(Error::input("fixed-effect codes do not match the factors"));
+    }
+    Ok(CodedTokens {
+        count,
+        bin,
+        context: index_column(context, "context")?,
+        species: index_column(species, "species")?,
+        ran: index_column(ran, "ran")?,
+        factor_levels: factor_codes
+            .chunks(n.max(1))
+            .take(factor_count)
+            .map(|column| index_column(column.to_vec(), "fixed effects"))
+            .collect::<RResult<_>>()?,
+    })
+}
+
+/// The design from R's labels; `time_series` is the 0-based factor index or -1.
+pub(super) fn design_from_r(
+    context_levels: Vec<String>,
+    species_levels: Vec<String>,
+    ran_levels: Vec<String>,
+    factor_names: &[String],
+    factor_levels: List,
+    time_series: i32,
+) -> RResult<Design> {
+    if factor_levels.len() != factor_names.len() {
+        return Err(Error::input("fixed-effect codes do not match the factors"));
+    }
+    let mut factors = Vec::with_capacity(factor_names.len());
+    for (f, (name, levels)) in factor_names.iter().zip(factor_levels.values()).enumerate() {
+        let levels: Vec<String> = levels
+            .as_string_vector()
+            .ok_or_else(|| Error::input(format!("levels of factor `{name}` must be strings")))?;
+        factors.push(if f as i32 == time_series {
+            Factor::time_series(name.clone(), levels)
+        } else {
+            Factor::new(name.clone(), levels)
+        });
+    }
+    Design::new(context_levels, species_levels, ran_levels, factors).map_err(Error::input)
+}
+
+/// The number of bins, checked against the limit.
+pub(super) fn bins_option(bins: i32) -> RResult<usize> {
+    let bins = index_option(bins, "bins")?;
+    if bins == 0 || bins > rules::MAX_BINS {
+        return Err(Error::input(format!(
+            "a model has between 1 and {} bins, not {bins}",
+            rules::MAX_BINS
+        )));
+    }
+    Ok(bins)
+}
+
+/// What R needs to know about a design: treatments with their levels, the
+/// factors, W, and the labels.
+pub(super) fn design_fields(design: &Design) -> Vec<(&'static str, Robj)> {
+    let treatment_levels =
+        List::from_values(design.factors().iter().enumerate().map(|(f, factor)| {
+            design
+                .treatments()
+                .iter()
+                .map(|t| factor.levels[t.levels[f]].clone())
+                .collect::<Vec<String>>()
+        }));
+    let weights = List::from_values(
+        (0..design.treatment_count()).map(|predicted| design.weight_row(predicted).to_vec()),
+    );
+    let time_series: Vec<String> = design
+        .factors()
+        .iter()
+        .filter(|f| f.is_time_series)
+        .map(|f| f.name.clone())
+        .collect();
+    vec![
+        ("treatments", r!(design.treatment_names())),
+        (
+            "factor_names",
+            r!(design
+                .factors()
+                .iter()
+                .map(|f| f.name.clone())
+                .collect::<Vec<String>>()),
+        ),
+        (
+            "factor_levels",
+            List::from_values(design.factors().iter().map(|f| f.levels.clone())).into(),
+        ),
+        ("time_series", r!(time_series)),
+        ("treatment_levels", treatment_levels.into()),
+        ("weights", weights.into()),
+        ("contexts", r!(design.contexts().to_vec())),
+        ("species", r!(design.species().to_vec())),
+    ]
+}
+
 /// Build a model from coded token columns and return its saved state.
 /// Levels are coded from 0; `factor_codes` holds one column per factor,
 /// column-major; `time_series` is the 0-based factor index or -1;
@@ -39,49 +148,29 @@ fn model_build_rust(
     max_penalty_at_distance_factor: f64,
     round_none: bool,
 ) -> RResult<Raw> {
-    let n = count.len();
-    if factor_names.len().checked_mul(n) != Some(factor_codes.len())
-        || factor_levels.len() != factor_names.len()
-    {
-        return Err(Error::input("fixed-effect codes do not match the factors"));
-    }
-    let mut factors = Vec::with_capacity(factor_names.len());
-    for (f, (name, levels)) in factor_names.iter().zip(factor_levels.values()).enumerate() {
-        let levels: Vec<String> = levels
-            .as_string_vector()
-            .ok_or_else(|| Error::input(format!("levels of factor `{name}` must be strings")))?;
-        factors.push(if f as i32 == time_series {
-            Factor::time_series(name.clone(), levels)
-        } else {
-            Factor::new(name.clone(), levels)
-        });
-    }
-    let design =
-        Design::new(context_levels, species_levels, ran_levels, factors).map_err(Error::input)?;
-    let tokens = CodedTokens {
+    let tokens = tokens_from_r(
         count,
         bin,
-        context: index_column(context, "context")?,
-        species: index_column(species, "species")?,
-        ran: index_column(ran, "ran")?,
-        factor_levels: factor_codes
-            .chunks(n.max(1))
-            .take(factor_names.len())
-            .map(|column| index_column(column.to_vec(), "fixed effects"))
-            .collect::<RResult<_>>()?,
-    };
+        context,
+        species,
+        ran,
+        factor_codes,
+        factor_names.len(),
+    )?;
+    let design = design_from_r(
+        context_levels,
+        species_levels,
+        ran_levels,
+        &factor_names,
+        factor_levels,
+        time_series,
+    )?;
     let settings = Settings {
         warp_precision,
         buffer_factor,
         max_penalty_at_distance_factor,
     };
-    let bins = index_option(bins, "bins")?;
-    if bins > rules::MAX_BINS {
-        return Err(Error::input(format!(
-            "{bins} bins is more than the {} a model can have",
-            rules::MAX_BINS
-        )));
-    }
+    let bins = bins_option(bins)?;
     let degrees = index_column(degrees, "degrees")?;
     let model = model::build_model(design, bins, degrees, settings, round_none, &tokens)
         .map_err(Error::input)?;

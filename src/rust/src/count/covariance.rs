@@ -43,7 +43,8 @@ fn value_jacobian(theta: &[f64], degree: usize, axis: Axis) -> Vec<f64> {
     for k in 0..degree {
         rest *= sigmoid(-theta[first + k]);
         for j in 0..=k {
-            jacobian[(first + k) * m + first + j] = axis.width * sigmoid(theta[first + j]) * rest;
+            jacobian[(first + k) * m + first + j] =
+                axis.free_width(degree) * sigmoid(theta[first + j]) * rest;
         }
     }
     jacobian
@@ -96,7 +97,7 @@ fn species_covariance(
     // Columns of H⁻¹ for the θ and ρ coordinates we need.
     let shape = model.table().shape();
     let treatments = shape.treatments;
-    let axis = Axis::for_bins(shape.bins);
+    let axis = model.axis();
     // Reported values of the species and their gradients in x.
     let mut indices = Vec::new();
     let mut gradients: Vec<Vec<(usize, f64)>> = Vec::new();
@@ -196,6 +197,7 @@ mod tests {
         let axis = Axis {
             lower: 0.5,
             width: 50.0,
+            gap: 1.5,
         };
         let degree = 3;
         let theta = vec![1.0, 2.0, 1.5, 0.7, -0.4, 0.2, 0.9, -0.3, 0.5, 1.1];

@@ -29,20 +29,46 @@ pub(crate) fn local_len(degree: usize) -> usize {
     curve_len(degree) + 3
 }
 
-/// The open interval that transition points live in: (lower, lower + width),
-/// the edges of the binned axis (bins 1..B are centred on whole numbers).
+/// Where transition points live: inside (lower, lower + width), the edges of
+/// the binned axis (bins 1..B are centred on whole numbers), at least `gap`
+/// bins from each other and from the edges, so that every block of a curve
+/// covers some bins and its rate is estimable.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Axis {
     pub lower: f64,
     pub width: f64,
+    pub gap: f64,
 }
 
 impl Axis {
-    pub fn for_bins(bins: usize) -> Self {
+    pub fn new(bins: usize, gap: f64) -> Self {
         Axis {
             lower: 0.5,
             width: bins as f64,
+            gap,
         }
+    }
+
+    /// The room the points of a degree-d curve share beyond their gaps.
+    pub fn free_width(&self, degree: usize) -> f64 {
+        self.width - (degree as f64 + 1.0) * self.gap
+    }
+
+    /// Point k (from 0) of a degree-d curve at normalised position q in (0, 1).
+    pub fn point(&self, k: usize, degree: usize, q: f64) -> f64 {
+        self.lower + (k as f64 + 1.0) * self.gap + self.free_width(degree) * q
+    }
+
+    /// The normalised position of point k at p (inverse of [`Axis::point`]).
+    pub fn normalised(&self, k: usize, degree: usize, p: f64) -> f64 {
+        (p - self.lower - (k as f64 + 1.0) * self.gap) / self.free_width(degree)
+    }
+
+    /// Evenly spaced points of a degree-d curve.
+    pub fn even_points(&self, degree: usize) -> Vec<f64> {
+        (0..degree)
+            .map(|k| self.point(k, degree, (k as f64 + 1.0) / (degree as f64 + 1.0)))
+            .collect()
     }
 }
 
@@ -93,7 +119,8 @@ impl CurveValues {
             .collect();
         let points = stick_positions(&theta[2 * d + 1..3 * d + 1])
             .into_iter()
-            .map(|q| axis.lower + axis.width * q)
+            .enumerate()
+            .map(|(k, q)| axis.point(k, d, q))
             .collect();
         CurveValues {
             rates,
@@ -114,12 +141,13 @@ impl CurveValues {
                 .iter()
                 .map(|&s| logit((s / SLOPE_MAX).clamp(1e-3, 0.999))),
         );
-        let mut q: Vec<f64> = self
-            .points
+        let mut sorted = self.points.clone();
+        sorted.sort_by(f64::total_cmp);
+        let mut q: Vec<f64> = sorted
             .iter()
-            .map(|&p| (p - axis.lower) / axis.width)
+            .enumerate()
+            .map(|(k, &p)| axis.normalised(k, d, p))
             .collect();
-        q.sort_by(f64::total_cmp);
         let gap = min_gap.clamp(1e-6, 0.5 / (d as f64 + 1.0));
         for k in 0..d {
             let floor = if k == 0 { gap } else { q[k - 1] + gap };
@@ -237,9 +265,9 @@ impl WarpedCurve {
             let q = positions[k];
             let shifted = logit(q) + u[U_POINT];
             let logistic = sigmoid(shifted);
-            let first = axis.width * logistic * (1.0 - logistic);
+            let first = axis.free_width(d) * logistic * (1.0 - logistic);
             let second = first * (1.0 - 2.0 * logistic);
-            self.values[i] = axis.lower + axis.width * logistic;
+            self.values[i] = axis.point(k, d, logistic);
             // ∂ logit(q_k)/∂θp_j = σ_j / q_k (j ≤ k);
             // ∂² logit(q_k)/∂θp_i∂θp_j = −(1 − q_k)/q_k² σ_i σ_j + δ_ij σ_j (1 − σ_j)/q_k
             let d_logit: Vec<f64> = breaks[..=k].iter().map(|&b| b / q).collect();
@@ -411,6 +439,7 @@ mod tests {
     const AXIS: Axis = Axis {
         lower: 0.5,
         width: 40.0,
+        gap: 2.0,
     };
 
     fn theta_example(degree: usize) -> Vec<f64> {

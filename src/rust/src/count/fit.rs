@@ -51,6 +51,47 @@ pub(crate) struct CountFitSettings {
     pub slope_prior_sd: f64,
 }
 
+impl CountFitSettings {
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        let n = &self.newton;
+        if n.max_iterations == 0
+            || !positive(n.gradient_tolerance)
+            || !positive(n.decrement_tolerance)
+        {
+            return Err(
+                "the Newton settings need at least one iteration and positive tolerances".into(),
+            );
+        }
+        if !positive(self.variance_tolerance) {
+            return Err(format!(
+                "variance_tolerance must be positive, got {}",
+                self.variance_tolerance
+            ));
+        }
+        if let Some(sigma) = self.fixed_sigma {
+            if !sigma.iter().all(|s| s.is_finite() && *s >= 0.0) {
+                return Err(format!(
+                    "fixed standard deviations must be finite and >= 0, got {sigma:?}"
+                ));
+            }
+        }
+        if !(self.rise_threshold_factor > 0.0 && self.rise_threshold_factor <= 1.0) {
+            return Err(format!(
+                "rise_threshold_factor must be in (0, 1], got {}",
+                self.rise_threshold_factor
+            ));
+        }
+        if !(self.slope_prior_sd.is_finite() && self.slope_prior_sd >= 0.0) {
+            return Err(format!(
+                "the slope prior's SD must be finite and >= 0, got {}",
+                self.slope_prior_sd
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for CountFitSettings {
     fn default() -> Self {
         CountFitSettings {
@@ -226,12 +267,13 @@ fn count_on_bound(problem: &SpeciesProblem, state: &SpeciesState, bounds: &Bound
             .count();
         let axis = problem.axis();
         let mut previous = axis.lower;
+        let slack = axis.gap + 1e-3 * axis.width;
         for &p in values
             .points
             .iter()
             .chain(std::iter::once(&(axis.lower + axis.width)))
         {
-            if p - previous < 1e-3 * axis.width {
+            if p - previous < slack {
                 count += 1;
             }
             previous = p;
@@ -320,6 +362,14 @@ pub(crate) fn fit_species(
         (None, Some((_, sigma))) => sigma,
         (None, None) => [SIGMA_START; 3],
     };
+    // Point and slope warps move transitions: without any transition they
+    // act on nothing and their variance has no estimate.
+    let has_transitions =
+        (0..model.structure().contexts()).any(|c| model.structure().degree(c, species) > 0);
+    if !has_transitions {
+        sigma[super::curve::U_POINT] = 0.0;
+        sigma[super::curve::U_SLOPE] = 0.0;
+    }
     let problem_for = |sigma: Sigma| {
         SpeciesProblem::new(model, species, free_warps_of(sigma))
             .with_slope_prior(settings.slope_prior_sd)
@@ -450,7 +500,7 @@ pub(crate) fn reported_parameters(
         let s = fit.species;
         for c in 0..shape.contexts {
             let degree = model.structure().degree(c, s);
-            let axis = super::curve::Axis::for_bins(shape.bins);
+            let axis = model.axis();
             let curve_values: Vec<CurveValues> = (0..treatments)
                 .map(|t| {
                     CurveValues::from_theta(&fit.state.theta[c * treatments + t], degree, axis)
@@ -539,11 +589,7 @@ mod tests {
             assert_eq!(fit.on_bound, 0, "{fit:?}");
             for t in 0..spec.levels {
                 let degree = spec.degrees[s];
-                let values = CurveValues::from_theta(
-                    &fit.state.theta[t],
-                    degree,
-                    super::super::curve::Axis::for_bins(spec.bins),
-                );
+                let values = CurveValues::from_theta(&fit.state.theta[t], degree, model.axis());
                 let true_values = &truth.curves[s][t];
                 for (a, b) in values.rates.iter().zip(&true_values.rates) {
                     assert!((a - b).abs() < 0.2, "rates {values:?} vs {true_values:?}");
@@ -582,7 +628,7 @@ mod tests {
             .collect();
         let reported = reported_parameters(&model, &fits).unwrap();
         let layout = CountLayout::new(model.design(), model.structure()).unwrap();
-        let axis = super::super::curve::Axis::for_bins(30);
+        let axis = model.axis();
         for s in 0..2 {
             let degree = model.structure().degree(0, s);
             let reference = CurveValues::from_theta(&fits[s].state.theta[0], degree, axis);

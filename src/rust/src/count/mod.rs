@@ -14,6 +14,7 @@
 //! - [`solver`]: damped Newton for one species at fixed variances;
 //! - [`fit`]: starting values, the variance updates, the whole fit.
 
+pub(crate) mod build;
 pub(crate) mod covariance;
 pub(crate) mod curve;
 pub(crate) mod family;
@@ -31,6 +32,7 @@ pub(crate) mod table;
 pub(crate) mod tests_support;
 
 use crate::model::{Design, Structure};
+use curve::Axis;
 use table::CountTable;
 
 /// Data, design and structure of a count-likelihood fit.
@@ -39,11 +41,25 @@ pub(crate) struct CountModel {
     table: CountTable,
     design: Design,
     structure: Structure,
+    /// Smallest distance of transition points from each other and from the
+    /// edges of the bin axis, in bins.
+    point_gap: f64,
+}
+
+/// The points' smallest distance for B bins and a buffer factor: the
+/// original's tpoint buffer, ceil(B · factor) bins.
+pub(crate) fn point_gap_of(bins: usize, buffer_factor: f64) -> f64 {
+    (bins as f64 * buffer_factor).ceil()
 }
 
 impl CountModel {
     /// Checks that the table, design and structure describe the same sizes.
-    pub fn new(table: CountTable, design: Design, structure: Structure) -> Result<Self, String> {
+    pub fn new(
+        table: CountTable,
+        design: Design,
+        structure: Structure,
+        point_gap: f64,
+    ) -> Result<Self, String> {
         table.validate()?;
         let shape = table.shape();
         let checks = [
@@ -73,10 +89,20 @@ impl CountModel {
                 ));
             }
         }
+        let bins = shape.bins as f64;
+        let most = structure.max_degree() as f64 + 1.0;
+        if !(point_gap.is_finite() && point_gap >= 0.0 && most * point_gap < bins) {
+            return Err(format!(
+                "curves of {} transitions need more than {} bins with transitions at least {point_gap} bins apart",
+                structure.max_degree(),
+                shape.bins
+            ));
+        }
         Ok(CountModel {
             table,
             design,
             structure,
+            point_gap,
         })
     }
 
@@ -98,7 +124,21 @@ impl CountModel {
 
     /// The same data with other degrees.
     pub fn with_structure(&self, structure: Structure) -> Result<Self, String> {
-        CountModel::new(self.table.clone(), self.design.clone(), structure)
+        CountModel::new(
+            self.table.clone(),
+            self.design.clone(),
+            structure,
+            self.point_gap,
+        )
+    }
+
+    pub fn point_gap(&self) -> f64 {
+        self.point_gap
+    }
+
+    /// The bin axis that transition points live on.
+    pub fn axis(&self) -> Axis {
+        Axis::new(self.table.shape().bins, self.point_gap)
     }
 
     /// Whether the animals carry random effects (two or more of them).

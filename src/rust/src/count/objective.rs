@@ -260,7 +260,7 @@ impl<'m> SpeciesProblem<'m> {
         SpeciesProblem {
             model,
             layout,
-            axis: Axis::for_bins(bins),
+            axis: model.axis(),
             ln_gamma_count,
             active_blocks,
             slope_prior_sd: None,

@@ -12,109 +12,40 @@ use super::curve::{Axis, BinDerivatives, WarpedCurve};
 use super::family::rate;
 use super::pipeline::CountEstimate;
 use super::CountModel;
+use crate::bootstrap::Resampling;
 use crate::sampling::{negative_binomial, normal};
 use crate::streams::TaskStream;
-use serde::{Deserialize, Serialize};
 
-/// A bootstrap resampling scheme.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) enum Resampling {
-    Cells,
-    Animals,
-    Parametric,
-}
-
-impl Resampling {
-    pub fn name(self) -> &'static str {
-        match self {
-            Resampling::Cells => "cells",
-            Resampling::Animals => "animals",
-            Resampling::Parametric => "parametric",
-        }
-    }
-
-    pub fn parse(name: &str) -> Result<Self, String> {
-        match name {
-            "cells" => Ok(Resampling::Cells),
-            "animals" => Ok(Resampling::Animals),
-            "parametric" => Ok(Resampling::Parametric),
-            other => Err(format!(
-                "unknown resampling scheme \"{other}\"; the schemes are \"cells\", \"animals\" and \"parametric\""
-            )),
-        }
-    }
-}
-
-/// Per fixed-effect factor: whether it varies between animals only (every
-/// animal is observed under a single level of it).
-pub(crate) fn between_animal_factors(model: &CountModel) -> Vec<bool> {
+/// Whether an animal has an observed row in (context, treatment).
+pub(crate) fn animal_has_data(
+    model: &CountModel,
+    animal: usize,
+    context: usize,
+    treatment: usize,
+) -> bool {
     let table = model.table();
-    let shape = table.shape();
-    let design = model.design();
-    let factors = design.factors().len();
-    let mut level_of: Vec<Vec<Option<usize>>> = vec![vec![None; factors]; shape.ran_levels];
-    let mut between = vec![true; factors];
-    for r in 0..shape.ran_levels {
-        for c in 0..shape.contexts {
-            for t in 0..shape.treatments {
-                let first = table.block_key(r, c, t);
-                if !table.observed()[first..first + shape.bins]
-                    .iter()
-                    .any(|&o| o)
-                {
-                    continue;
-                }
-                for (f, &level) in design.treatments()[t].levels.iter().enumerate() {
-                    match level_of[r][f] {
-                        None => level_of[r][f] = Some(level),
-                        Some(seen) if seen != level => between[f] = false,
-                        _ => {}
-                    }
-                }
-            }
-        }
-    }
-    between
+    let first = table.block_key(animal, context, treatment);
+    table.observed()[first..first + table.shape().bins]
+        .iter()
+        .any(|&o| o)
 }
 
-/// The group of every animal: animals with the same levels of every
-/// between-animal factor share a group (numbered from 0 in order of first
-/// appearance). Animals without data form a group of their own.
+/// The animals' bootstrap groups (see [`crate::resampling`]).
 pub(crate) fn animal_groups(model: &CountModel) -> Vec<usize> {
-    let table = model.table();
-    let shape = table.shape();
-    let design = model.design();
-    let between = between_animal_factors(model);
-    let mut keys: Vec<Vec<Option<usize>>> = Vec::new();
-    let mut groups = Vec::with_capacity(shape.ran_levels);
-    for r in 0..shape.ran_levels {
-        let mut key: Vec<Option<usize>> = vec![None; between.len()];
-        'found: for c in 0..shape.contexts {
-            for t in 0..shape.treatments {
-                let first = table.block_key(r, c, t);
-                if table.observed()[first..first + shape.bins]
-                    .iter()
-                    .any(|&o| o)
-                {
-                    for (f, &is_between) in between.iter().enumerate() {
-                        if is_between {
-                            key[f] = Some(design.treatments()[t].levels[f]);
-                        }
-                    }
-                    break 'found;
-                }
-            }
-        }
-        let group = match keys.iter().position(|k| *k == key) {
-            Some(g) => g,
-            None => {
-                keys.push(key);
-                keys.len() - 1
-            }
-        };
-        groups.push(group);
-    }
-    groups
+    crate::resampling::animal_groups(
+        model.design(),
+        model.table().shape().ran_levels,
+        |r, c, t| animal_has_data(model, r, c, t),
+    )
+}
+
+/// Per factor: whether it varies between animals only.
+pub(crate) fn between_animal_factors(model: &CountModel) -> Vec<bool> {
+    crate::resampling::between_animal_factors(
+        model.design(),
+        model.table().shape().ran_levels,
+        |r, c, t| animal_has_data(model, r, c, t),
+    )
 }
 
 /// Redraws `model`'s data in place for one replicate; `stream` is the
@@ -151,7 +82,7 @@ pub(crate) fn redraw(
 /// observed row, species by species.
 fn simulate_counts(model: &mut CountModel, estimate: &CountEstimate, stream: &mut TaskStream) {
     let shape = model.table().shape();
-    let axis = Axis::for_bins(shape.bins);
+    let axis = model.axis();
     for fit in &estimate.species {
         let s = fit.species;
         let u: Vec<[f64; 3]> = (0..shape.ran_levels)

@@ -153,13 +153,6 @@ pub(crate) fn detect_structure(
     })
 }
 
-/// Evenly spaced points, for curves without detected change points.
-fn even_points(degree: usize, axis: Axis) -> Vec<f64> {
-    (1..=degree)
-        .map(|k| axis.lower + axis.width * k as f64 / (degree as f64 + 1.0))
-        .collect()
-}
-
 /// Starting values of one curve and treatment from its pooled series.
 fn curve_start(
     series: &[f64],
@@ -174,7 +167,7 @@ fn curve_start(
         return Ok(CurveValues {
             rates: vec![0.0; degree + 1],
             slopes: vec![1.0; degree],
-            points: even_points(degree, axis),
+            points: axis.even_points(degree),
         });
     }
     let mut rounded: Vec<usize> = points
@@ -254,10 +247,10 @@ pub(crate) fn starting_state_with(
                     let points = &d.change_points[c * species_count + layout.species];
                     match points.get(t) {
                         Some(p) if p.len() == degree => p.clone(),
-                        _ => even_points(degree, axis),
+                        _ => axis.even_points(degree),
                     }
                 }
-                None => even_points(degree, axis),
+                None => axis.even_points(degree),
             };
             let values = curve_start(series, &points, rise_threshold_factor, axis)?;
             theta.push(values.to_theta(axis, START_GAP));

@@ -96,7 +96,9 @@ impl CountTable {
             ("treatment", tokens.treatment.len()),
         ] {
             if len != n {
-                return Err(format!("token column {name} has {len} entries, count has {n}"));
+                return Err(format!(
+                    "token column {name} has {len} entries, count has {n}"
+                ));
             }
         }
         if !tokens.cell.is_empty() && tokens.cell.len() != n {
@@ -112,7 +114,10 @@ impl CountTable {
                 continue;
             }
             if !(count >= 0.0 && count.is_finite()) {
-                return Err(format!("token {}: count {count} must be finite and >= 0", token + 1));
+                return Err(format!(
+                    "token {}: count {count} must be finite and >= 0",
+                    token + 1
+                ));
             }
             let indices = [
                 ("context", tokens.context[token], contexts),
@@ -144,8 +149,13 @@ impl CountTable {
         } else {
             Vec::new()
         };
-        let table =
-            Self::from_token_rows(shape, choice.exposure, token_rows, tokens.count.to_vec(), cells)?;
+        let table = Self::from_token_rows(
+            shape,
+            choice.exposure,
+            token_rows,
+            tokens.count.to_vec(),
+            cells,
+        )?;
         Ok((table, choice))
     }
 
@@ -162,22 +172,31 @@ impl CountTable {
         let rows = keys * shape.species;
         let n = token_counts.len();
         if token_rows.len() != n {
-            return Err(format!("{} token rows for {n} token counts", token_rows.len()));
+            return Err(format!(
+                "{} token rows for {n} token counts",
+                token_rows.len()
+            ));
         }
         let needs_cells = exposure_kind == Exposure::Cells;
         if needs_cells != !token_cells.is_empty() || (needs_cells && token_cells.len() != n) {
-            return Err("cell ids must be given for every token exactly when exposure counts cells".into());
+            return Err(
+                "cell ids must be given for every token exactly when exposure counts cells".into(),
+            );
         }
         let mut observed = vec![false; keys];
         let mut pool_starts = vec![0usize; rows + 1];
         for (token, row) in token_rows.iter().enumerate() {
             let Some(row) = *row else { continue };
             if row >= rows {
-                return Err(format!("token {token} is in row {row}, but the table has {rows} rows"));
+                return Err(format!(
+                    "token {token} is in row {row}, but the table has {rows} rows"
+                ));
             }
             let count = token_counts[token];
             if !(count.is_finite() && count >= 0.0) {
-                return Err(format!("token {token}: count {count} must be finite and non-negative"));
+                return Err(format!(
+                    "token {token}: count {count} must be finite and non-negative"
+                ));
             }
             observed[row % keys] = true;
             pool_starts[row + 1] += 1;
@@ -397,12 +416,17 @@ fn key_count_of(shape: TableShape) -> Result<usize, String> {
         treatments,
     } = shape;
     if [bins, contexts, species, ran_levels, treatments].contains(&0) {
-        return Err(format!("every table dimension must be positive, got {shape:?}"));
+        return Err(format!(
+            "every table dimension must be positive, got {shape:?}"
+        ));
     }
     [ran_levels, contexts, treatments, bins]
         .iter()
         .try_fold(1usize, |acc, &n| acc.checked_mul(n))
-        .filter(|&k| k.checked_mul(species).is_some_and(|rows| rows < usize::MAX / 4))
+        .filter(|&k| {
+            k.checked_mul(species)
+                .is_some_and(|rows| rows < usize::MAX / 4)
+        })
         .ok_or_else(|| "the count table would have too many rows".to_string())
 }
 

@@ -74,6 +74,11 @@ fn gamma(rng: &mut SplitMix, shape: f64) -> f64 {
     }
 }
 
+/// The default smallest distance of transition points: 5 % of the bins.
+pub(crate) fn point_gap(bins: usize) -> f64 {
+    super::point_gap_of(bins, 0.05)
+}
+
 fn labels(prefix: &str, n: usize) -> Vec<String> {
     (1..=n).map(|i| format!("{prefix}{i}")).collect()
 }
@@ -81,7 +86,7 @@ fn labels(prefix: &str, n: usize) -> Vec<String> {
 /// Draws a model and its truth.
 pub(crate) fn simulate(spec: &Simulation, seed: u64) -> (CountModel, Truth) {
     let mut rng = SplitMix(seed);
-    let axis = Axis::for_bins(spec.bins);
+    let axis = Axis::new(spec.bins, point_gap(spec.bins));
     let treatments = spec.levels;
     let mut curves = Vec::new();
     for s in 0..spec.species {
@@ -193,7 +198,7 @@ pub(crate) fn simulate(spec: &Simulation, seed: u64) -> (CountModel, Truth) {
     )
     .expect("design");
     let structure = Structure::new(spec.contexts, spec.species, spec.degrees.clone()).unwrap();
-    let model = CountModel::new(table, design, structure).expect("model");
+    let model = CountModel::new(table, design, structure, point_gap(spec.bins)).expect("model");
     (model, Truth { curves, u })
 }
 

@@ -8,7 +8,7 @@ use super::objective::{Model, Objective};
 const MAX_BUFFERED: usize = 1 << 24;
 
 /// Type-7 quantile (R's default) of sorted, non-empty values.
-fn sorted_quantile(sorted: &[f64], probability: f64) -> f64 {
+pub(crate) fn sorted_quantile(sorted: &[f64], probability: f64) -> f64 {
     let position = (sorted.len() - 1) as f64 * probability;
     let below = position.floor() as usize;
     let above = (below + 1).min(sorted.len() - 1);

@@ -17,17 +17,11 @@ pub(crate) struct CodedTokens {
     pub(crate) factor_levels: Vec<Vec<usize>>,
 }
 
-/// Builds the summed table and the model.
-///
-/// `degrees` holds one degree per (context, species), indexed c·S + s.
-pub(crate) fn build_model(
-    design: Design,
-    bins: usize,
-    degrees: Vec<usize>,
-    settings: Settings,
-    round_none: bool,
+/// The treatment of every token, from its factor levels.
+pub(crate) fn treatment_indices(
+    design: &Design,
     tokens: &CodedTokens,
-) -> Result<Model, String> {
+) -> Result<Vec<usize>, String> {
     let n = tokens.count.len();
     if tokens.factor_levels.len() != design.factors().len() {
         return Err(format!(
@@ -56,6 +50,21 @@ pub(crate) fn build_model(
         })?;
         treatment.push(index);
     }
+    Ok(treatment)
+}
+
+/// Builds the summed table and the model.
+///
+/// `degrees` holds one degree per (context, species), indexed c·S + s.
+pub(crate) fn build_model(
+    design: Design,
+    bins: usize,
+    degrees: Vec<usize>,
+    settings: Settings,
+    round_none: bool,
+    tokens: &CodedTokens,
+) -> Result<Model, String> {
+    let treatment = treatment_indices(&design, tokens)?;
     let shape = TableShape {
         bins,
         contexts: design.contexts().len(),

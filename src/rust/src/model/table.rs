@@ -445,6 +445,32 @@ impl SummedTable {
         Ok(())
     }
 
+    /// Whether real level `animal` has an observed row in (context, treatment).
+    pub(crate) fn animal_has_data(&self, animal: usize, context: usize, treatment: usize) -> bool {
+        let block = self.ran_blocks.block_of_real(animal);
+        (0..self.shape.species).any(|species| {
+            let first = self.block_start_row(block, context, species, treatment);
+            self.observed[first..first + self.shape.bins]
+                .iter()
+                .any(|&o| o)
+        })
+    }
+
+    /// Fills real level r's rows with those of real level `mapping[r]` (the
+    /// animals' bootstrap), then recomputes the population rows and the
+    /// dispersion from them.
+    pub(crate) fn copy_animals(&mut self, mapping: &[usize]) {
+        let per_block = self.rows_per_ran_block();
+        let (count, observed) = (self.count.clone(), self.observed.clone());
+        for (slot, &animal) in mapping.iter().enumerate() {
+            let to = self.ran_blocks.block_of_real(slot) * per_block;
+            let from = self.ran_blocks.block_of_real(animal) * per_block;
+            self.count[to..to + per_block].copy_from_slice(&count[from..from + per_block]);
+            self.observed[to..to + per_block].copy_from_slice(&observed[from..from + per_block]);
+        }
+        self.refresh_derived();
+    }
+
     /// Sets every real row to the sum of `token_counts` over its pool (NaN when NA).
     fn sum_pools(&mut self, token_counts: &[f64]) {
         let rows_per_block = self.rows_per_ran_block();

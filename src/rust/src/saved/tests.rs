@@ -3,6 +3,7 @@
 //! caught by decoding and the model's invariants).
 
 use super::*;
+use crate::bootstrap::Resampling;
 use crate::error::ErrorKind;
 use crate::model::synthetic::{build_case_from, strings, SplitMix};
 use crate::pipeline::with_structure;
@@ -56,7 +57,9 @@ fn assert_same_model(a: &Model, b: &Model) {
 
 /// Runs replicate 1 of a decoded plan; a panic fails the test with `what`.
 fn replicate_does_not_panic(plan: &Plan, what: &str) {
-    let run = catch_unwind(AssertUnwindSafe(|| plan.run_replicate(3, 1)));
+    let run = catch_unwind(AssertUnwindSafe(|| {
+        plan.run_replicate(Resampling::Cells, 3, 1)
+    }));
     assert!(run.is_ok(), "{what}: the replicate panicked");
 }
 
@@ -67,14 +70,22 @@ fn a_plan_round_trips_and_bootstraps_identically() {
     assert!(bytes.starts_with(MAGIC));
     let back = decode_plan(&bytes).unwrap();
     assert_same_model(plan.model(), back.model());
-    let Plan::WarpedSigmoid(original) = &plan;
-    let Plan::WarpedSigmoid(decoded) = &back;
+    let Plan::WarpedSigmoid(original) = &plan else {
+        unreachable!("a warped-sigmoid plan")
+    };
+    let Plan::WarpedSigmoid(decoded) = &back else {
+        unreachable!("a warped-sigmoid plan")
+    };
     assert_eq!(original.detected, decoded.detected);
     assert_eq!(original.settings, decoded.settings);
     assert_eq!(encode_plan(&back).unwrap(), bytes);
     for replicate in 1..=3 {
-        let a = plan.run_replicate(11, replicate).unwrap();
-        let b = back.run_replicate(11, replicate).unwrap();
+        let a = plan
+            .run_replicate(Resampling::Cells, 11, replicate)
+            .unwrap();
+        let b = back
+            .run_replicate(Resampling::Cells, 11, replicate)
+            .unwrap();
         assert!(
             same_bits(&a.parameters, &b.parameters),
             "replicate {replicate}"
@@ -217,10 +228,12 @@ fn plans_of_wispack_0_1_0_are_read() {
     let model = plan.model();
     assert_eq!(model.parameter_count(), 14);
     assert_eq!(model.structure().degrees(), &[1]);
-    let Plan::WarpedSigmoid(inner) = &plan;
+    let Plan::WarpedSigmoid(inner) = &plan else {
+        unreachable!("a warped-sigmoid plan")
+    };
     assert_eq!(inner.settings.start, StartSettings::default());
     assert_eq!(inner.settings.fit, FitSettings::default());
-    assert!(plan.run_replicate(7, 1).is_ok());
+    assert!(plan.run_replicate(Resampling::Cells, 7, 1).is_ok());
     // Saved again, it is a format-1 state of the same model.
     let again = decode_plan(&encode_plan(&plan).unwrap()).unwrap();
     assert_same_model(model, again.model());
@@ -242,7 +255,9 @@ fn damaged_plans_of_wispack_0_1_0_are_errors_or_valid_plans() {
         match decode_plan(&damaged) {
             Ok(mut plan) => {
                 valid += 1;
-                let Plan::WarpedSigmoid(inner) = &mut plan;
+                let Plan::WarpedSigmoid(inner) = &mut plan else {
+                    unreachable!("a warped-sigmoid plan")
+                };
                 inner.settings.fit.max_evals = inner.settings.fit.max_evals.min(15);
                 replicate_does_not_panic(&plan, &format!("case {case}"));
             }

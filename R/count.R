@@ -1,0 +1,195 @@
+# The count likelihood (likelihood = "nb", the default): the fit from the
+# prepared tokens and its "wisp" object. The model is described in the model
+# vignette, sections "The count likelihood" to "Fitting the count model".
+
+# Levels and 0-based codes of the token columns, as the Rust core takes them.
+coded_tokens <- function(tokens, fixed_effects) {
+  contexts <- sorted_levels(tokens$context)
+  species <- sorted_levels(tokens$species)
+  ran_levels <- sorted_levels(tokens$ran)
+  factor_levels <- lapply(fixed_effects, function(f) sorted_levels(tokens[[f]]))
+  names(factor_levels) <- fixed_effects
+  code <- function(x, levels) match(as.character(x), levels) - 1L
+  list(
+    contexts = contexts, species = species, ran_levels = ran_levels,
+    factor_levels = factor_levels,
+    context = code(tokens$context, contexts), species_code = code(tokens$species, species),
+    ran = code(tokens$ran, ran_levels),
+    factor_codes = unlist(lapply(fixed_effects, function(f) code(tokens[[f]], factor_levels[[f]])),
+                          use.names = FALSE)
+  )
+}
+
+# The rate per unit of exposure at curve values psi (log(1 + rate) scale),
+# floored smoothly above 0: 1e-8 + 1e-3 log(1 + exp((e^psi - 1) / 1e-3)).
+count_rate <- function(psi) {
+  x <- expm1(psi) / 1e-3
+  1e-8 + 1e-3 * (pmax(x, 0) + log1p(exp(-abs(x))))
+}
+
+# Degrees fixed by the user: a context x species matrix (dimnames by label,
+# or in level order), one number for every curve, or NULL (detect).
+degree_vector <- function(degrees, contexts, species, call = sys.call(-1)) {
+  if (is.null(degrees)) return(NULL)
+  fail <- function() {
+    stop_input("`degrees` must be NULL (detect the transitions), one whole number for every ",
+               "curve, or a context x gene matrix of whole numbers between 0 and 20 (",
+               length(contexts), " x ", length(species), ").", call = call)
+  }
+  if (!is.numeric(degrees) || anyNA(degrees) || any(degrees < 0 | degrees > 20 | degrees != round(degrees))) fail()
+  if (length(degrees) == 1L && !is.matrix(degrees)) {
+    return(rep(as.integer(degrees), length(contexts) * length(species)))
+  }
+  if (!is.matrix(degrees) || !identical(dim(degrees), c(length(contexts), length(species)))) fail()
+  if (!is.null(rownames(degrees)) && !is.null(colnames(degrees))) {
+    if (!setequal(rownames(degrees), contexts) || !setequal(colnames(degrees), species)) fail()
+    degrees <- degrees[contexts, species, drop = FALSE]
+  }
+  as.integer(t(degrees)) # context-major
+}
+
+# Fits the count model. Returns what wisp_count_result() assembles.
+count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL) {
+  codes <- coded_tokens(prepared$tokens, prepared$fixed_effects)
+  time_series_index <- if (is.null(prepared$time_series)) -1L else
+    match(prepared$time_series, prepared$fixed_effects) - 1L
+  if (is.null(bins)) bins <- max(prepared$tokens$bin)
+  core <- list(
+    exposure = settings$exposure,
+    degrees = degree_vector(degrees, codes$contexts, codes$species),
+    lro_cost = if (is.null(degrees)) settings$LRO_cost else "none",
+    window = settings$LROwindow_factor, cutoff = settings$LROcutoff,
+    method = settings$LRO_method, buffer_factor = settings$buffer_factor,
+    rise_threshold_factor = settings$rise_threshold_factor,
+    slope_prior_sd = settings$slope_prior_sd,
+    fixed_sd = if (length(settings$random_sd) == 3L) settings$random_sd else NULL,
+    workers = as.double(workers)
+  )
+  fitted <- with_context(count_fit_rust(
+    as.double(prepared$tokens$count), as.integer(prepared$tokens$bin),
+    codes$context, codes$species_code, codes$ran, as.integer(codes$factor_codes),
+    if (is.null(prepared$cells)) integer() else as.integer(prepared$cells),
+    codes$contexts, codes$species, codes$ran_levels, as.character(prepared$fixed_effects),
+    unname(codes$factor_levels), as.integer(time_series_index), as.integer(bins), core
+  ), "cannot fit the model: ")
+  if (!is.null(fitted$grid)) {
+    fitted$grid <- as.data.frame(fitted$grid, stringsAsFactors = FALSE)
+    fitted$grid$NLL <- fitted$grid$neg_loglik
+  }
+  fitted
+}
+
+# The R description of a count fit's plan (labels of every parameter and
+# row), in the fields the original's description has where they mean the
+# same.
+count_description <- function(plan) {
+  d <- count_describe_rust(plan)
+  n_treatments <- length(d$treatments)
+  curves <- as.data.frame(d$curves, stringsAsFactors = FALSE)
+  structure(list(
+    likelihood = "nb",
+    parameters = as.data.frame(d$parameters, stringsAsFactors = FALSE),
+    parameter_names = d$parameters$name,
+    treatments = d$treatments,
+    fixed_levels = stats::setNames(d$factor_levels, d$factor_names),
+    time_series = if (length(d$time_series)) d$time_series else NULL,
+    treatment_levels = stats::setNames(d$treatment_levels, d$factor_names),
+    weights = matrix(unlist(d$weights), n_treatments, n_treatments, byrow = TRUE,
+                     dimnames = list(d$treatments, d$treatments)),
+    contexts = d$contexts, species = d$species,
+    ran_levels = d$ran_levels,
+    bins = d$bins,
+    # Curves come context-major (every gene of a context, then the next context).
+    degrees = matrix(curves$degree, length(d$contexts), length(d$species), byrow = TRUE,
+                     dimnames = list(d$contexts, d$species)),
+    dispersion = matrix(curves$dispersion, length(d$species), length(d$contexts),
+                        dimnames = list(d$species, d$contexts)),
+    random.sd = matrix(c(d$sd$point, d$sd$rate, d$sd$slope), length(d$species), 3L,
+                       dimnames = list(d$species, c("point", "rate", "slope"))),
+    rows = as.data.frame(d$rows, stringsAsFactors = FALSE),
+    population = as.data.frame(d$population, stringsAsFactors = FALSE),
+    exposure = d$exposure,
+    between = stats::setNames(d$between, d$factor_names),
+    groups = stats::setNames(d$groups, d$ran_levels)
+  ), class = "wisp_count_model")
+}
+
+# The summed table of a count fit: observed rows (one per measured animal x
+# context x gene x treatment x bin), then the population rows (ran "none",
+# the fixed-effect curves). `psi` holds Psi for those rows in that order.
+count_summed_table <- function(description, psi) {
+  rows <- description$rows
+  population <- description$population
+  n <- nrow(rows)
+  observed_psi <- psi$rows
+  data.frame(
+    bin = c(rows$bin, population$bin),
+    count = c(rows$count, rep(NA_real_, nrow(population))),
+    exposure = c(rows$exposure, rep(NA_real_, nrow(population))),
+    pred = c(rows$exposure * count_rate(observed_psi), count_rate(psi$population)),
+    count.log = c(log1p(rows$count / rows$exposure), rep(NA_real_, nrow(population))),
+    pred.log = c(observed_psi, psi$population),
+    context = c(rows$context, population$context),
+    species = c(rows$species, population$species),
+    ran = c(rows$ran, rep("none", nrow(population))),
+    treatment = c(rows$treatment, population$treatment),
+    stringsAsFactors = FALSE
+  )
+}
+
+# Degrees of freedom of a count fit for logLik(), AIC and likelihood-ratio
+# tests: the fixed effects the data inform, the estimated random-effect
+# standard deviations and the dispersions.
+count_degrees_of_freedom <- function(parameters, estimates, random_sd_fixed) {
+  role <- parameters$role
+  fixed <- role %in% c("baseline", "beta") & is.finite(estimates)
+  sds <- role %in% "sd" & !random_sd_fixed
+  dispersions <- role %in% "dispersion" & is.finite(estimates)
+  sum(fixed) + sum(sds) + sum(dispersions)
+}
+
+# Assembles the "wisp" object of a count fit.
+wisp_count_result <- function(fitted, settings, plot.settings, variables, call) {
+  model <- count_description(fitted$plan)
+  parameters <- stats::setNames(fitted$parameters, model$parameter_names)
+  psi <- count_predict_rust(fitted$plan, parameters)
+  fixed_sd <- length(settings$random_sd) == 3L
+  diagnostics <- fit_diagnostics(fitted$diagnostics, length(parameters))
+  diagnostics$df <- count_degrees_of_freedom(model$parameters, parameters, fixed_sd)
+  structure(list(
+    model.component.list = c("Rt", "tslope", "tpoint"),
+    count.data.summed = count_summed_table(model, psi),
+    LRO.grid.search.results = fitted$grid,
+    fitted.parameters = parameters,
+    gamma.dispersion = model$dispersion,
+    param.names = model$parameter_names,
+    fix = fixed_effect_description(model),
+    treatment = list(names = model$treatments,
+                     components = lapply(seq_along(model$treatments), function(i) {
+                       vapply(model$treatment_levels, function(l) l[i], "")
+                     })),
+    weight.matrix = model$weights,
+    grouping.variables = list(context.lvls = model$contexts, species.lvls = model$species,
+                              ran.lvls = c("none", model$ran_levels)),
+    param.idx0 = parameter_indices(model),
+    settings = settings,
+    plot.settings = plot.settings,
+    variables = variables,
+    fit.diagnostics = diagnostics,
+    degrees = model$degrees,
+    change.points = as.data.frame(fitted$change_points, stringsAsFactors = FALSE),
+    parameters = model$parameters,
+    likelihood = "nb",
+    exposure = list(rule = fitted$exposure, reason = fitted$exposure_reason),
+    random.sd = model$random.sd,
+    design = list(between = model$between, groups = model$groups),
+    plan = fitted$plan,
+    call = call
+  ), class = "wisp")
+}
+
+# The likelihood of a fit ("original" for fits made before the count
+# likelihood existed).
+fit_likelihood <- function(fit) {
+  if (is.null(fit$likelihood)) "original" else fit$likelihood
+}
