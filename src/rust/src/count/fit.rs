@@ -26,6 +26,11 @@ pub(crate) const SIGMA_START: f64 = 0.1;
 /// is fixed at 0 from then on.
 pub(crate) const SIGMA_ZERO: f64 = 1e-3;
 
+/// The largest standard deviation of a random effect (a warp of e^5 in a
+/// rate, or a shift of 5 on the logit scale of a point or slope: beyond any
+/// plausible animal); an estimate there is on a bound.
+pub(crate) const SIGMA_MAX: f64 = 5.0;
+
 /// Box bounds of the unconstrained coordinates: far enough that only a
 /// degenerate fit (a step-like transition, a vanishing gap, a Poisson
 /// dispersion) reaches them.
@@ -311,36 +316,45 @@ fn variance_update(
 /// Accelerates the Laplace-EM updates of the standard deviations.
 ///
 /// EM moves t = ln σ² to its update t_EM; the fixed point has t_EM − t = 0.
-/// Near a variance of 0 EM crawls (each step shrinks σ by a nearly constant
-/// factor), so each component takes a secant step on t_EM − t once it has
-/// two points, limited to a factor of e^1.5 in σ and to EM's direction.
+/// Where the data say little about a variance (near 0, or a warp that moves
+/// little), EM crawls: each step moves t by a nearly constant amount. So
+/// each component takes a secant step on t_EM − t once it has two points
+/// whose displacement shrinks towards the root, and otherwise a step that
+/// doubles with every update that keeps EM's direction; steps are limited
+/// to 3 in t (a factor of e^1.5 in σ).
 #[derive(Clone, Debug, Default)]
 struct VarianceSecant {
     previous: Option<([f64; 3], [f64; 3])>,
+    /// Updates in a row that moved each component the same way.
+    streak: [u32; 3],
 }
 
 impl VarianceSecant {
     fn step(&mut self, sigma: Sigma, expectation: Sigma) -> Sigma {
         let mut t = [0.0; 3];
         let mut displacement = [0.0; 3];
-        let mut next = expectation;
+        let mut next = [0.0; 3];
         for w in 0..3 {
             if sigma[w] <= 0.0 {
-                next[w] = 0.0;
                 continue;
             }
             t[w] = (sigma[w] * sigma[w]).ln();
             displacement[w] = (expectation[w] * expectation[w]).ln() - t[w];
+            let mut proposal = displacement[w];
             if let Some((t_old, d_old)) = self.previous {
+                let same_way = displacement[w] * d_old[w] > 0.0;
+                self.streak[w] = if same_way { self.streak[w] + 1 } else { 0 };
                 let slope = (displacement[w] - d_old[w]) / (t[w] - t_old[w]);
-                if slope.is_finite() && slope < 0.0 {
-                    let proposal = -displacement[w] / slope;
-                    if proposal * displacement[w] > 0.0 {
-                        let limited = proposal.clamp(-3.0, 3.0);
-                        next[w] = (0.5 * (t[w] + limited)).exp();
-                    }
+                let secant = -displacement[w] / slope;
+                if slope.is_finite() && slope < 0.0 && secant * displacement[w] > 0.0 {
+                    proposal = secant;
+                } else if same_way {
+                    proposal *= f64::from(2u32.pow(self.streak[w].min(6)));
                 }
             }
+            next[w] = (0.5 * (t[w] + proposal.clamp(-3.0, 3.0)))
+                .exp()
+                .min(SIGMA_MAX);
         }
         self.previous = Some((t, displacement));
         next

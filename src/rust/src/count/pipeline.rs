@@ -272,38 +272,47 @@ pub(crate) fn grid_search(
     let (distinct, index_of_point) =
         distinct_detections_by(&grid, template, |d| detect_structure(base, d))
             .map_err(Error::input)?;
-    let tasks: Vec<usize> = (1..=distinct.len()).collect();
-    let batch = engine::run_tasks(
-        &tasks,
-        options,
-        |context| {
-            let detected = &distinct[context.task - 1];
-            let model = base.with_structure(detected.structure.clone())?;
-            let started = std::time::Instant::now();
-            let estimate = fit_all(&model, Some(detected), None, settings)?;
-            let summary = summarise(&model, &estimate)?;
-            let parameters = summary.degrees_of_freedom;
-            Ok((
-                summary.into_fit_summary(started.elapsed().as_secs_f64()),
-                parameters,
-            ))
-        },
-        interrupted,
-        |_| {},
-    )?;
-    if batch.interrupted {
-        return Err(Error::interrupted(
-            "interrupted; all child processes were killed",
-        ));
-    }
-    let fits: Vec<Result<(FitSummary, usize), String>> = batch
-        .records
-        .into_iter()
-        .map(|record| match record.outcome {
-            Ok(fit) => Ok(fit),
-            Err(failure) => Err(format!("failed: {failure}")),
-        })
-        .collect();
+    let fit_structure = |detected: &DetectedStructure| -> Result<(FitSummary, usize), String> {
+        let model = base.with_structure(detected.structure.clone())?;
+        let started = std::time::Instant::now();
+        let estimate = fit_all(&model, Some(detected), None, settings)?;
+        let summary = summarise(&model, &estimate)?;
+        let parameters = summary.degrees_of_freedom;
+        Ok((
+            summary.into_fit_summary(started.elapsed().as_secs_f64()),
+            parameters,
+        ))
+    };
+    // One worker: fit here rather than pay a fork per structure.
+    let fits: Vec<Result<(FitSummary, usize), String>> = if options.workers <= 1 {
+        distinct
+            .iter()
+            .map(|d| fit_structure(d).map_err(|reason| format!("failed: {reason}")))
+            .collect()
+    } else {
+        let tasks: Vec<usize> = (1..=distinct.len()).collect();
+        let batch = engine::run_tasks(
+            &tasks,
+            options,
+            |context| fit_structure(&distinct[context.task - 1]),
+            interrupted,
+            |_| {},
+        )?;
+        if batch.interrupted {
+            return Err(Error::interrupted(
+                "interrupted; all child processes were killed",
+            ));
+        }
+        batch
+            .records
+            .into_iter()
+            .map(|record| {
+                record
+                    .outcome
+                    .map_err(|failure| format!("failed: {failure}"))
+            })
+            .collect()
+    };
     Ok(grid
         .iter()
         .zip(&index_of_point)

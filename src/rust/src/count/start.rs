@@ -73,8 +73,9 @@ fn interpolate_gaps(series: &mut [f64]) {
     }
 }
 
-/// The pooled series of each treatment of one curve.
-pub(crate) fn pooled_series(model: &CountModel, context: usize, species: usize) -> Vec<Vec<f64>> {
+/// The pooled series of each treatment of one curve, NaN at bins no animal
+/// measured.
+fn pooled_raw(model: &CountModel, context: usize, species: usize) -> Vec<Vec<f64>> {
     let shape = model.table().shape();
     (0..shape.treatments)
         .map(|t| {
@@ -91,45 +92,83 @@ pub(crate) fn pooled_series(model: &CountModel, context: usize, species: usize) 
                     }
                 }
             }
-            let mut pooled: Vec<f64> = sum
-                .iter()
+            sum.iter()
                 .zip(&measured)
                 .map(|(&s, &n)| if n > 0 { s / n as f64 } else { f64::NAN })
-                .collect();
-            interpolate_gaps(&mut pooled);
-            pooled
+                .collect()
         })
         .collect()
 }
 
-/// The detectors' input for one curve: the pooled series of each treatment
-/// (as the population column) and every complete animal series.
-pub(crate) fn series_matrix(model: &CountModel, context: usize, species: usize) -> SeriesMatrix {
+/// The pooled series of each treatment of one curve, gaps interpolated.
+pub(crate) fn pooled_series(model: &CountModel, context: usize, species: usize) -> Vec<Vec<f64>> {
+    let mut pooled = pooled_raw(model, context, species);
+    pooled
+        .iter_mut()
+        .for_each(|series| interpolate_gaps(series));
+    pooled
+}
+
+/// The bins (0-based) of a curve that some animal measured in some treatment.
+fn measured_bins(pooled: &[Vec<f64>], bins: usize) -> Vec<usize> {
+    (0..bins)
+        .filter(|&b| pooled.iter().any(|series| series[b].is_finite()))
+        .collect()
+}
+
+/// The detectors' input for one curve, on the bins that were measured (the
+/// detectors look at neighbouring bins, and an unmeasured stretch is no
+/// information, not a flat run): the pooled series of each treatment (as
+/// the population column, isolated gaps interpolated) and every animal
+/// series complete on those bins. Returns the matrix and the measured bins.
+pub(crate) fn series_matrix(
+    model: &CountModel,
+    context: usize,
+    species: usize,
+) -> (SeriesMatrix, Vec<usize>) {
     let shape = model.table().shape();
-    let pooled = pooled_series(model, context, species);
+    let raw = pooled_raw(model, context, species);
+    let kept = measured_bins(&raw, shape.bins);
+    let compress = |series: &[f64]| kept.iter().map(|&b| series[b]).collect::<Vec<f64>>();
     let mut columns = Vec::new();
     let mut keys = Vec::new();
-    for (t, series) in pooled.into_iter().enumerate() {
-        if series.iter().all(|v| v.is_finite()) {
-            columns.push(series);
+    for (t, series) in raw.iter().enumerate() {
+        let mut pooled = compress(series);
+        interpolate_gaps(&mut pooled);
+        if pooled.iter().all(|v| v.is_finite()) {
+            columns.push(pooled);
             keys.push((t, 0));
         }
         if shape.ran_levels < 2 {
             continue;
         }
         for r in 0..shape.ran_levels {
-            let series = animal_series(model, r, context, species, t);
+            let series = compress(&animal_series(model, r, context, species, t));
             if series.iter().all(|v| v.is_finite()) {
                 columns.push(series);
                 keys.push((t, r + 1));
             }
         }
     }
-    SeriesMatrix {
-        bins: shape.bins,
+    let matrix = SeriesMatrix {
+        bins: kept.len(),
         columns,
         keys,
+    };
+    (matrix, kept)
+}
+
+/// A change point on the measured bins' axis (1-based, possibly between two
+/// of them) back on the full bin axis.
+fn full_axis_point(point: f64, kept: &[usize]) -> f64 {
+    if kept.is_empty() {
+        return point;
     }
+    let position = (point - 1.0).clamp(0.0, (kept.len() - 1) as f64);
+    let below = position.floor() as usize;
+    let above = (below + 1).min(kept.len() - 1);
+    let weight = position - below as f64;
+    (kept[below] as f64 + weight * (kept[above] as f64 - kept[below] as f64)) + 1.0
 }
 
 /// Degrees and change points of every curve.
@@ -142,9 +181,26 @@ pub(crate) fn detect_structure(
     let mut change_points = Vec::with_capacity(shape.contexts * shape.species);
     for c in 0..shape.contexts {
         for s in 0..shape.species {
-            let detection = detect_curve(&series_matrix(model, c, s), shape.treatments, settings)?;
+            let (series, kept) = series_matrix(model, c, s);
+            if series.bins < 2 {
+                degrees.push(0);
+                change_points.push(vec![Vec::new(); shape.treatments]);
+                continue;
+            }
+            let detection = detect_curve(&series, shape.treatments, settings)?;
             degrees.push(detection.degree());
-            change_points.push(detection.treatment_points);
+            change_points.push(
+                detection
+                    .treatment_points
+                    .into_iter()
+                    .map(|points| {
+                        points
+                            .into_iter()
+                            .map(|p| full_axis_point(p, &kept))
+                            .collect()
+                    })
+                    .collect(),
+            );
         }
     }
     Ok(DetectedStructure {
@@ -277,6 +333,15 @@ mod tests {
     use super::super::tests_support::{simulate, Simulation};
     use super::*;
     use crate::structure::DetectionSettings;
+
+    #[test]
+    fn points_on_the_measured_bins_map_back_to_the_full_axis() {
+        let kept = vec![0, 4, 8, 12];
+        assert_eq!(full_axis_point(1.0, &kept), 1.0);
+        assert_eq!(full_axis_point(2.0, &kept), 5.0);
+        assert_eq!(full_axis_point(2.5, &kept), 7.0);
+        assert_eq!(full_axis_point(4.0, &kept), 13.0);
+    }
 
     #[test]
     fn gaps_are_filled_linearly_and_ends_held() {
