@@ -60,11 +60,12 @@ model_time_evaluation_rust <- function(bytes, x, repeats) rust_result(.Call(wrap
 #' @noRd
 saved_reseal_rust <- function(bytes) rust_result(.Call(wrap__saved_reseal_rust, bytes))
 
-#' Detect the structure of a model's data, then fit it. Returns the fit's
-#' saved plan, its diagnostics row, start and change points.
+#' Detect the structure of a model's data (or take `degrees`, one per
+#' (context, species), context-major; empty: detect), then fit it. Returns
+#' the fit's saved plan, its diagnostics row, start and change points.
 #' @keywords internal
 #' @noRd
-wisp_fit_rust <- function(bytes, window, cutoff, method, ctol, max_evals, rise_threshold_factor, seed) rust_result(.Call(wrap__wisp_fit_rust, bytes, window, cutoff, method, ctol, max_evals, rise_threshold_factor, seed))
+wisp_fit_rust <- function(bytes, window, cutoff, method, ctol, max_evals, rise_threshold_factor, seed, degrees) rust_result(.Call(wrap__wisp_fit_rust, bytes, window, cutoff, method, ctol, max_evals, rise_threshold_factor, seed, degrees))
 
 #' The LRO grid search: every (window factor, cutoff) pair detected, each
 #' distinct structure fitted once in a forked child.

@@ -110,7 +110,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
                          degrees)
   } else {
     result <- wisp_original(prepared, settings, plot.settings, variables, call, max.fork, say,
-                            started)
+                            started, degrees)
   }
   if (!fit_only && bootstraps.num > 0) {
     result <- wisp_bootstrap_statistics(result, bootstraps.num, max.fork, use.median,
@@ -153,7 +153,7 @@ wisp_count <- function(prepared, settings, plot.settings, variables, call, worke
 
 # The original likelihood's fit (likelihood = "original").
 wisp_original <- function(prepared, settings, plot.settings, variables, call, max.fork, say,
-                          started) {
+                          started, degrees = NULL) {
   base <- model_build(
     prepared$tokens, prepared$fixed_effects, prepared$time_series, degrees = 0L,
     settings = settings[c("buffer_factor", "warp_precision", "max_penalty_at_distance_factor",
@@ -168,7 +168,8 @@ wisp_original <- function(prepared, settings, plot.settings, variables, call, ma
   grid <- NULL
   window <- settings$LROwindow_factor
   cutoff <- settings$LROcutoff
-  if (settings$LRO_cost != "none") {
+  fixed <- degree_vector(degrees, base$contexts, base$species)
+  if (settings$LRO_cost != "none" && is.null(fixed)) {
     t0 <- proc.time()[["elapsed"]]
     grid <- lro_grid_search(base, settings, max.fork)
     best <- which.min(grid[[settings$LRO_cost]])
@@ -183,7 +184,8 @@ wisp_original <- function(prepared, settings, plot.settings, variables, call, ma
 
   t0 <- proc.time()[["elapsed"]]
   fitted <- wisp_fit_rust(base$bytes, window, cutoff, settings$LRO_method, settings$ctol,
-                          settings$max_evals, settings$rise_threshold_factor, settings$rng_seed)
+                          settings$max_evals, settings$rise_threshold_factor, settings$rng_seed,
+                          if (is.null(fixed)) integer() else fixed)
   result <- wisp_result(fitted, settings, plot.settings, grid, variables, call)
   diagnostics <- result$fit.diagnostics
   say(sprintf("Fitted %d parameters (%d transitions): %s after %d evaluations (%.1f s).",

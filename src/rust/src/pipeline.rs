@@ -76,8 +76,15 @@ pub(crate) fn detect_and_fit(
     detection: &DetectionSettings,
     settings: &PipelineSettings,
     seed: u64,
+    degrees: Option<&[usize]>,
 ) -> Result<StructuredFit, String> {
-    let detected = detect_structure(base.table(), base.design(), detection)?;
+    let mut detected = detect_structure(base.table(), base.design(), detection)?;
+    if let Some(degrees) = degrees {
+        let bins = base.table().bins() as f64;
+        detected = crate::structure::with_degrees(detected, degrees, |d| {
+            (1..=d).map(|k| bins * k as f64 / (d as f64 + 1.0)).collect()
+        })?;
+    }
     let model = with_structure(base, detected.structure.clone())?;
     let (start, repair, fit) =
         fit_structure(&model, &detected, settings, seed, FULL_FIT_WARP_STREAM)?;
@@ -97,9 +104,10 @@ pub(crate) fn detect_and_fit_here(
     detection: &DetectionSettings,
     settings: &PipelineSettings,
     seed: u64,
+    degrees: Option<&[usize]>,
 ) -> Result<(StructuredFit, Outcome), String> {
     let started = std::time::Instant::now();
-    let fitted = detect_and_fit(base, detection, settings, seed)?;
+    let fitted = detect_and_fit(base, detection, settings, seed, degrees)?;
     let seconds = started.elapsed().as_secs_f64();
     let memory = crate::engine::procmem::snapshot_self();
     let outcome = Outcome {

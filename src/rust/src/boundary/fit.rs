@@ -49,8 +49,9 @@ fn detection_settings(
     Ok(settings)
 }
 
-/// Detect the structure of a model's data, then fit it. Returns the fit's
-/// saved plan, its diagnostics row, start and change points.
+/// Detect the structure of a model's data (or take `degrees`, one per
+/// (context, species), context-major; empty: detect), then fit it. Returns
+/// the fit's saved plan, its diagnostics row, start and change points.
 /// @keywords internal
 /// @noRd
 #[extendr]
@@ -64,12 +65,15 @@ fn wisp_fit_rust(
     max_evals: i32,
     rise_threshold_factor: f64,
     seed: f64,
+    degrees: Vec<i32>,
 ) -> RResult<List> {
     let base = saved::decode_model(bytes.as_slice())?;
     let detection = detection_settings(&base, window, cutoff, method)?;
     let settings = pipeline_settings(ctol, max_evals, rise_threshold_factor)?;
+    let degrees = super::index_column(degrees, "degrees")?;
+    let fixed = (!degrees.is_empty()).then_some(degrees.as_slice());
     let (fitted, outcome) =
-        pipeline::detect_and_fit_here(&base, &detection, &settings, seed_value(seed)?)
+        pipeline::detect_and_fit_here(&base, &detection, &settings, seed_value(seed)?, fixed)
             .map_err(Error::input)?;
     // The change points as a long table, one row per point.
     let design = fitted.model.design();

@@ -154,29 +154,8 @@ pub(crate) fn structure_of(
     let Some(degrees) = degrees else {
         return Ok(detected);
     };
-    let shape = base.table().shape();
-    let structure = Structure::new(shape.contexts, shape.species, degrees.to_vec())?;
-    let change_points = detected
-        .change_points
-        .iter()
-        .zip(degrees)
-        .map(|(per_treatment, &degree)| {
-            per_treatment
-                .iter()
-                .map(|points| {
-                    if points.len() == degree {
-                        points.clone()
-                    } else {
-                        base.axis().even_points(degree)
-                    }
-                })
-                .collect()
-        })
-        .collect();
-    Ok(DetectedStructure {
-        structure,
-        change_points,
-    })
+    let axis = base.axis();
+    crate::structure::with_degrees(detected, degrees, |d| axis.even_points(d))
 }
 
 /// Fits every species of a model with a known structure, species in

@@ -110,6 +110,36 @@ impl DetectedStructure {
     }
 }
 
+/// The detected structure with the degrees the user fixed: a curve keeps its
+/// detected change points when detection found as many, and gets `even(d)`
+/// (evenly spaced points) otherwise.
+pub(crate) fn with_degrees(
+    detected: DetectedStructure,
+    degrees: &[usize],
+    even: impl Fn(usize) -> Vec<f64>,
+) -> Result<DetectedStructure, String> {
+    let structure = Structure::new(
+        detected.structure.contexts(),
+        detected.structure.species(),
+        degrees.to_vec(),
+    )?;
+    let change_points = detected
+        .change_points
+        .into_iter()
+        .zip(degrees)
+        .map(|(per_treatment, &degree)| {
+            per_treatment
+                .into_iter()
+                .map(|points| if points.len() == degree { points } else { even(degree) })
+                .collect()
+        })
+        .collect();
+    Ok(DetectedStructure {
+        structure,
+        change_points,
+    })
+}
+
 /// Detection of one curve, with its intermediate results.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct CurveDetection {
