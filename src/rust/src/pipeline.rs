@@ -82,7 +82,9 @@ pub(crate) fn detect_and_fit(
     if let Some(degrees) = degrees {
         let bins = base.table().bins() as f64;
         detected = crate::structure::with_degrees(detected, degrees, |d| {
-            (1..=d).map(|k| bins * k as f64 / (d as f64 + 1.0)).collect()
+            (1..=d)
+                .map(|k| bins * k as f64 / (d as f64 + 1.0))
+                .collect()
         })?;
     }
     let model = with_structure(base, detected.structure.clone())?;

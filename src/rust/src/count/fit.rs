@@ -403,12 +403,26 @@ pub(crate) fn fit_species(
     let (mut iterations, mut evaluations, mut updates) = (0, 0, 0);
     let estimate_variances = model.has_random_effects() && settings.fixed_sigma.is_none();
     let mut secant = VarianceSecant::default();
+    // While the variances move, each inner fit needs only to be close; the
+    // fit at the variances' final values is solved to full accuracy.
+    let loose = NewtonSettings {
+        gradient_tolerance: settings.newton.gradient_tolerance.max(1e-2),
+        decrement_tolerance: settings.newton.decrement_tolerance.max(1e-7),
+        ..settings.newton
+    };
+    let mut settling = estimate_variances;
     let outcome = loop {
         let bounds = bounds_for(&problem);
-        let outcome = newton(&problem, &mut state, sigma, &bounds, &settings.newton);
+        let newton_settings = if settling { &loose } else { &settings.newton };
+        let outcome = newton(&problem, &mut state, sigma, &bounds, newton_settings);
         iterations += outcome.iterations;
         evaluations += outcome.evaluations;
         if !estimate_variances || !outcome.converged || updates >= settings.max_variance_updates {
+            if settling && outcome.converged {
+                // Out of variance updates: finish the inner fit at these variances.
+                settling = false;
+                continue;
+            }
             break outcome;
         }
         let Some(expectation) = variance_update(&problem, &state, &outcome, sigma) else {
@@ -428,7 +442,12 @@ pub(crate) fn fit_species(
             .zip(&sigma)
             .all(|(&a, &b)| b == 0.0 || (a / b).ln().abs() < settings.variance_tolerance);
         if settled && !dropped {
-            break outcome;
+            if !settling {
+                break outcome;
+            }
+            // Settled on loose inner fits: one more round at full accuracy.
+            settling = false;
+            continue;
         }
         sigma = next;
         if dropped {

@@ -8,7 +8,7 @@
 //! - `Parametric`: new random effects from their fitted normal distribution
 //!   and new counts from the fitted negative binomial at every observed row.
 
-use super::curve::{Axis, BinDerivatives, WarpedCurve};
+use super::curve::{BinDerivatives, WarpedCurve};
 use super::family::rate;
 use super::pipeline::CountEstimate;
 use super::CountModel;

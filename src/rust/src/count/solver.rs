@@ -90,10 +90,6 @@ pub(crate) struct NewtonOutcome {
     pub stop: Option<String>,
     /// diag(H⁻¹) at the last point, when H is positive definite.
     pub inverse_diagonal: Option<Vec<f64>>,
-    /// ln det H at the last point, when H is positive definite.
-    pub log_det: Option<f64>,
-    /// The border block of H⁻¹, when H is positive definite.
-    pub border_inverse: Option<Vec<f64>>,
 }
 
 /// Fixes coordinate `index`: its row and column become those of the identity.
@@ -137,28 +133,44 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-/// The convergence evidence at a point whose Hessian factors.
+/// The convergence evidence at a point whose Hessian factors. The scaled
+/// gradient needs diag(H⁻¹), which costs more than the Newton step; it is
+/// computed only once the Newton decrement is within `decrement_limit`
+/// (far from the optimum it would not pass anyway) and is then infinite.
 struct Evidence {
     scaled_gradient: f64,
     decrement: f64,
     factor: BorderedFactor,
+    inverse_diagonal: Option<Vec<f64>>,
 }
 
-fn evidence(hessian: &BorderedMatrix, gradient: &[f64], pinned: &[bool]) -> Option<Evidence> {
+fn evidence(
+    hessian: &BorderedMatrix,
+    gradient: &[f64],
+    pinned: &[bool],
+    decrement_limit: f64,
+) -> Option<Evidence> {
     let factor = hessian.factor(&vec![0.0; gradient.len()])?;
     let newton = factor.solve(gradient);
-    let inverse = factor.inverse_diagonal();
-    let scaled_gradient = gradient
-        .iter()
-        .zip(&inverse)
-        .zip(pinned)
-        .filter(|(_, &p)| !p)
-        .map(|((g, v), _)| g.abs() * v.max(0.0).sqrt())
-        .fold(0.0, f64::max);
+    let decrement = dot(gradient, &newton).max(0.0);
+    let (scaled_gradient, inverse_diagonal) = if decrement <= decrement_limit {
+        let inverse = factor.inverse_diagonal();
+        let scaled = gradient
+            .iter()
+            .zip(&inverse)
+            .zip(pinned)
+            .filter(|(_, &p)| !p)
+            .map(|((g, v), _)| g.abs() * v.max(0.0).sqrt())
+            .fold(0.0, f64::max);
+        (scaled, Some(inverse))
+    } else {
+        (f64::INFINITY, None)
+    };
     Some(Evidence {
         scaled_gradient,
-        decrement: dot(gradient, &newton).max(0.0),
+        decrement,
         factor,
+        inverse_diagonal,
     })
 }
 
@@ -186,16 +198,19 @@ pub(crate) fn newton(
                    converged,
                    stop: Option<String>,
                    evidence: Option<Evidence>| {
-        let (scaled_gradient, decrement, inverse_diagonal, log_det, border_inverse) = match evidence
-        {
-            Some(e) => (
-                e.scaled_gradient,
-                e.decrement,
-                Some(e.factor.inverse_diagonal()),
-                Some(e.factor.log_det()),
-                Some(e.factor.border_inverse()),
-            ),
-            None => (f64::NAN, f64::NAN, None, None, None),
+        let (scaled_gradient, decrement, inverse_diagonal) = match evidence {
+            Some(e) => {
+                let inverse = e
+                    .inverse_diagonal
+                    .unwrap_or_else(|| e.factor.inverse_diagonal());
+                let scaled = if e.scaled_gradient.is_finite() {
+                    e.scaled_gradient
+                } else {
+                    f64::NAN
+                };
+                (scaled, e.decrement, Some(inverse))
+            }
+            None => (f64::NAN, f64::NAN, None),
         };
         NewtonOutcome {
             value,
@@ -207,8 +222,6 @@ pub(crate) fn newton(
             positive_definite: inverse_diagonal.is_some(),
             stop,
             inverse_diagonal,
-            log_det,
-            border_inverse,
         }
     };
     for iteration in 0..=settings.max_iterations {
@@ -238,11 +251,19 @@ pub(crate) fn newton(
                 gradient[i] = 0.0;
             }
         }
-        let current = evidence(&hessian, &gradient, &pinned);
+        let tolerance = settings.decrement_tolerance * value.abs().max(1.0);
+        let current = evidence(&hessian, &gradient, &pinned, 200.0 * tolerance);
+        if std::env::var("WISPACK_DEBUG_NEWTON").is_ok() {
+            eprintln!(
+                "newton {iteration}: value {value:.6} lambda {lambda:.2e} pinned {} pd {} scaled {:.3e} decrement {:.3e}",
+                pinned.iter().filter(|&&p| p).count(),
+                current.is_some(),
+                current.as_ref().map_or(f64::NAN, |e| e.scaled_gradient),
+                current.as_ref().map_or(f64::NAN, |e| e.decrement)
+            );
+        }
         if let Some(e) = &current {
-            if e.scaled_gradient <= settings.gradient_tolerance
-                && 0.5 * e.decrement <= settings.decrement_tolerance * value.abs().max(1.0)
-            {
+            if e.scaled_gradient <= settings.gradient_tolerance && 0.5 * e.decrement <= tolerance {
                 return outcome(value, iteration, evaluations, true, None, current);
             }
         }

@@ -130,7 +130,13 @@ pub(crate) fn with_degrees(
         .map(|(per_treatment, &degree)| {
             per_treatment
                 .into_iter()
-                .map(|points| if points.len() == degree { points } else { even(degree) })
+                .map(|points| {
+                    if points.len() == degree {
+                        points
+                    } else {
+                        even(degree)
+                    }
+                })
                 .collect()
         })
         .collect();
