@@ -253,15 +253,6 @@ pub(crate) fn newton(
         }
         let tolerance = settings.decrement_tolerance * value.abs().max(1.0);
         let current = evidence(&hessian, &gradient, &pinned, 200.0 * tolerance);
-        if std::env::var("WISPACK_DEBUG_NEWTON").is_ok() {
-            eprintln!(
-                "newton {iteration}: value {value:.6} lambda {lambda:.2e} pinned {} pd {} scaled {:.3e} decrement {:.3e}",
-                pinned.iter().filter(|&&p| p).count(),
-                current.is_some(),
-                current.as_ref().map_or(f64::NAN, |e| e.scaled_gradient),
-                current.as_ref().map_or(f64::NAN, |e| e.decrement)
-            );
-        }
         if let Some(e) = &current {
             if e.scaled_gradient <= settings.gradient_tolerance && 0.5 * e.decrement <= tolerance {
                 return outcome(value, iteration, evaluations, true, None, current);
