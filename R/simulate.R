@@ -116,8 +116,10 @@ design_groups <- function(between) {
 #' u_slope)`, independent `N(0, random.sd^2)` (none with a single animal).
 #' They warp every curve of that gene for that animal, in every context and
 #' treatment: `R'_k = R_k exp(u_rate)`, `s'_k = S plogis(qlogis(s_k / S) +
-#' u_slope)` with `S = 8`, `p'_k = L + B plogis(qlogis(q_k) + u_point)` with
-#' `q_k = (p_k - L) / B`. `Psi'` is `Psi` with the warped values.
+#' u_slope)` with `S = 8`, `p'_k = L + k g + (B - (d + 1) g) plogis(qlogis(q_k) +
+#' u_point)` with `g = ceiling(B / 20)` the model's smallest spacing of points (at
+#' the default `buffer_factor`), `L = 0.5` and `q_k = (p_k - L - k g) / (B -
+#' (d + 1) g)`. `Psi'` is `Psi` with the warped values.
 #'
 #' *Counts.* Every cell of a cell key (animal, context, treatment, bin) has
 #' one token per gene, zeros included. A token's count is negative binomial
@@ -658,9 +660,26 @@ warp_curves <- function(curves, u, bins) {
   curves$rate <- curves$rate * exp(pick(2L))
   if (!ncol(curves$slope)) return(curves)
   curves$slope <- slope_max * stats::plogis(stats::qlogis(curves$slope / slope_max) + pick(3L))
-  curves$point <- 0.5 + bins * stats::plogis(stats::qlogis((curves$point - 0.5) / bins) + pick(1L))
+  # Point k (from 1) of a degree-d curve lives at 0.5 + k g + (B - (d + 1) g) q
+  # with q in (0, 1) and g the model's smallest spacing (the points keep g
+  # from each other and from the ends); the warp shifts q on the logit scale.
+  gap <- simulation_point_gap(bins)
+  shift <- pick(1L)
+  for (d in setdiff(unique(curves$degree), 0L)) {
+    rows <- which(curves$degree == d)
+    free <- bins - (d + 1) * gap
+    for (k in seq_len(d)) {
+      base <- 0.5 + k * gap
+      q <- (curves$point[rows, k] - base) / free
+      curves$point[rows, k] <- base + free * stats::plogis(stats::qlogis(q) + shift[rows])
+    }
+  }
   curves
 }
+
+# The model's smallest spacing of transition points at its default
+# buffer_factor (0.05): ceiling(B / 20) bins.
+simulation_point_gap <- function(bins) ceiling(bins * 0.05)
 
 # Psi(x) at every bin x = 1..B for every curve: a (curves x bins) matrix.
 curve_log_rates <- function(curves, bins) {

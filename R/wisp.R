@@ -5,18 +5,67 @@
 #' slopes and transition points depend on the fixed effects, warped per
 #' random level (e.g. per mouse). The number of transitions of each curve is
 #' detected from the data first (likelihood-ratio change points, optionally
-#' tuned by a grid search). With `bootstraps.num > 0`, the fit is
-#' bootstrapped and the fixed effects are tested.
+#' tuned by a grid search), or fixed with `degrees`. The fixed effects are
+#' then tested: by Wald tests from the fit (the default), or from bootstrap
+#' replicates with `bootstraps.num > 0`.
 #'
 #' The signature and argument order are those of the original `wispack`
-#' (v2.4), so existing calls keep working. MCMC is not offered: use the
-#' bootstrap.
+#' (v2.4), so existing calls keep working; `degrees` is new. MCMC is not
+#' offered: use the bootstrap.
+#'
+#' @section Likelihoods:
+#' `model.settings$likelihood` chooses the model (the model vignette,
+#' `vignette("model", package = "wispack")`, defines both):
+#' - `"nb"` (default), the count likelihood. The summed count of a gene in
+#'   an observed cell (animal × context × treatment × bin with any token)
+#'   is negative binomial with mean exposure × rate and variance mean +
+#'   dispersion × mean² / exposure; a gene with no token there counts 0, and
+#'   a cell with no token at all is missing (no row), so unmeasured bins
+#'   create no transition. The rate is `exp(Psi) - 1`, kept smoothly above
+#'   0. Dispersions (per context and gene) are estimated by maximum
+#'   likelihood. Each animal's curves are warped by three random effects
+#'   (point, rate, slope) drawn from normal distributions whose standard
+#'   deviations (per gene) are estimated by a REML-type Laplace criterion;
+#'   a single animal, or a gene without transitions for point and slope, has
+#'   none. The population curve is the fixed-effect curve.
+#' - `"original"`, the original package's objective, kept for reproducing
+#'   its results: a log(1 + count) density with zero counts ignored,
+#'   population ("none") pseudo-rows, moment dispersion, free warping
+#'   factors, a barrier penalty anchored at the start, and L-BFGS with the
+#'   relative-change stopping rule.
+#'
+#' @section Exposure:
+#' Under `"nb"`, `model.settings$exposure` says what a count is relative to:
+#' `"cells"` (distinct cell ids in the cell, from the `cell` role of
+#' `variables` or a column named `cell`), `"tokens"` (the gene's tokens in
+#' the cell: right when the data list every cell × gene pair, zeros
+#' included), `"none"` (a rate per bin: cell density then reads as
+#' expression), or `"auto"` (default: cells with a cell id, else tokens when
+#' the data list every cell × gene pair, else none, with a message). Per-token
+#' exposure is refused with an explanation for data without zero counts.
+#'
+#' @section Constraints and convergence:
+#' Under `"nb"`, transition points lie inside the bin axis, in order, at
+#' least `ceiling(bins * buffer_factor)` bins from each other and from the
+#' ends; slopes lie in (0, 8) per bin (8 rises from 2 % to 98 % within one
+#' bin) with a weak normal prior on their logit scale (`slope_prior_sd`,
+#' centred at a slope of 1 per bin) that keeps weakly identified slopes off
+#' that bound; block rates are at least 0. Estimates on a bound are counted
+#' in `fit.diagnostics$on.bound`; estimates the data do not inform (e.g. the
+#' transitions of a gene never seen) are `NaN`. Each gene is fitted on its
+#' own (in parallel with `max.fork > 1`) by damped Newton steps with the
+#' exact Hessian. A fit has converged when every gradient entry times its
+#' parameter's standard error is at most 1e-4 and the Newton decrement is at
+#' most 1e-10 relative to the objective (`fit.diagnostics$max.gradient`
+#' reports the first), and the variances have settled.
 #'
 #' @param count.data A data.frame with one row per token (e.g. one gene in
 #'   one cell): a count, a spatial bin (1, 2, ...), and columns for context,
 #'   species (gene), random level and fixed effects.
 #' @param variables Named list mapping roles to column names: `count`, `bin`,
-#'   `context`, `species`, `ran`, `timeseries`, `fixedeffects`. Unmapped
+#'   `context`, `species`, `ran`, `timeseries`, `fixedeffects`, `cell` (a
+#'   cell id per token, for per-cell exposure; default: a column named
+#'   `cell` when there is one). Unmapped
 #'   roles use the column of the same name. A missing `context`, `species`
 #'   or `ran` column becomes a constant column (named by the value given
 #'   here, or by the role). Without `fixedeffects`, every column not used by
@@ -44,6 +93,11 @@
 #'   value is an error.
 #' @param ran.seed Seed of the bootstrap (`NULL`: drawn from R's random
 #'   number generator). R's own random stream is not changed.
+#' @param degrees `NULL` (detect the transitions of every curve), one whole
+#'   number for every curve, or a context × gene matrix (with dimnames, or in
+#'   the sorted order of the levels) of the number of transitions of each
+#'   curve. Change points of the detection are kept as starting points where
+#'   their number matches; evenly spaced points are used otherwise.
 #'
 #' @details `model.settings` (defaults in parentheses; the package's Rust
 #'   core holds them, see `wispack:::wisp_default_model_settings()`):
@@ -57,6 +111,12 @@
 #'   `LROcutoff` (2) and `LROwindow_factor` (1.25) change-point settings used
 #'   without a search; `LRO_method` ("improved") change-point detection,
 #'   "improved" (fewer spurious transitions) or "original";
+#'   `likelihood` ("nb") `"nb"` or `"original"` (see Likelihoods);
+#'   `exposure` ("auto") see Exposure; `slope_prior_sd` (2) standard
+#'   deviation of the slopes' prior on their logit scale, 0 for none;
+#'   `random_sd` (NA) the random effects' standard deviations (point, rate,
+#'   slope; one number for all) to fix instead of estimating them (the last
+#'   three under `"nb"` only);
 #'   `rise_threshold_factor` (0.8) the rise, as a fraction of the step
 #'   between block rates, that a transition must reach within its run of
 #'   bins; it sets the starting slopes (a larger factor, longer runs,
@@ -69,17 +129,34 @@
 #'   (`count.data.summed`, `fitted.parameters`, `param.names`,
 #'   `gamma.dispersion`, `fix`, `treatment`, `weight.matrix`,
 #'   `grouping.variables`, `param.idx0`, `settings`,
-#'   `LRO.grid.search.results`, `variables`), `fit.diagnostics` (the columns
-#'   of [bs_batch()]'s `diagnostics` for the full-data fit, without `ok` and
-#'   `reason`: `pen.neg.value`, `neg.loglik`, `converged`, `code`,
-#'   `num.evals`, `iterations`, `max.gradient`, `on.bound`, `fit.seconds`,
-#'   `seconds` (detection, start and fit), `pid`, `peak_rss_mb`, `pss_mb`,
-#'   `private_dirty_mb`; and `n.params`), `degrees`, `change.points`, and
-#'   `plan`, the saved state of the fitted model (versioned and
-#'   checksummed), so a fit saved with [saveRDS()] can be bootstrapped and
-#'   predicted later, also by later versions of wispack. With bootstraps,
-#'   also `bootstrap`, `sample.params.bs`, `diagnostics.bs` and `stats`.
-#'   Errors are classed conditions: see [wisp_conditions].
+#'   `LRO.grid.search.results`, `variables`), `likelihood`, `fit.diagnostics`
+#'   (the columns of [bs_batch()]'s `diagnostics` for the full-data fit,
+#'   without `ok` and `reason`: `pen.neg.value` (the minimised objective),
+#'   `neg.loglik` (minus the log-likelihood, marginal over the random effects
+#'   under `"nb"`), `converged`, `code`, `num.evals`, `iterations`,
+#'   `max.gradient`, `on.bound`, `fit.seconds`, `seconds`, `pid`,
+#'   `peak_rss_mb`, `pss_mb`, `private_dirty_mb`; `n.params`; and under
+#'   `"nb"` `df`, the degrees of freedom of [logLik()]: informed fixed
+#'   effects, estimated standard deviations and dispersions), `degrees`,
+#'   `change.points`, `parameters` (what each reported value is: `role`
+#'   baseline, beta, warp, sd or dispersion, with its component, context,
+#'   gene, block, treatment, animal), and `plan`, the saved state of the
+#'   fitted model (versioned and checksummed), so a fit saved with
+#'   [saveRDS()] can be bootstrapped and predicted later, also by later
+#'   versions of wispack. Under `"nb"`, `fitted.parameters` holds the fixed
+#'   effects, the animals' random effects (their conditional modes, under
+#'   the original's `wfactor_` names), the random effects' standard
+#'   deviations (`sd_<point|rate|slope>_<gene>`) and the dispersions
+#'   (`dispersion_<context>_<gene>`); `count.data.summed` holds one row per
+#'   observed animal × context × gene × treatment × bin (with `exposure`;
+#'   `pred` the expected count, `count.log` and `pred.log` on the log(1 +
+#'   rate) scale) and the population rows (`ran == "none"`); the fit also
+#'   has `exposure`, `random.sd` and `design` (which factors vary between
+#'   animals, and the animals' groups). With statistics (Wald by default
+#'   under `"nb"`, or from `bootstraps.num` replicates), `stats` (see
+#'   [wisp_statistics()]); with bootstraps, also `bootstrap`,
+#'   `sample.params.bs` and `diagnostics.bs`. Errors are classed conditions:
+#'   see [wisp_conditions].
 #' @export
 #' @examples
 #' counts <- wisp_simulate(n.genes = 2, n.bins = 40, seed = 3)

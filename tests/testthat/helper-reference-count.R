@@ -17,6 +17,19 @@ reference_count_logit <- function(p) log(p / (1 - p))
 # The axis edges (L, U) = (0.5, B + 0.5).
 reference_count_edges <- function(bins) c(lower = 0.5, upper = bins + 0.5)
 
+# Points keep g = ceiling(B / 20) bins (the model's spacing at buffer_factor
+# 0.05) from each other and from the edges: point k (from 1) of a degree-d
+# curve is lower + k g + (B - (d + 1) g) q for q in (0, 1).
+reference_count_gap <- function(bins) ceiling(bins * 0.05)
+reference_count_point <- function(k, d, q, bins) {
+  g <- reference_count_gap(bins)
+  0.5 + k * g + (bins - (d + 1) * g) * q
+}
+reference_count_normalised <- function(k, d, p, bins) {
+  g <- reference_count_gap(bins)
+  (p - 0.5 - k * g) / (bins - (d + 1) * g)
+}
+
 # ---------------------------------------------------------------------------
 # §1 Data -> table
 # ---------------------------------------------------------------------------
@@ -76,7 +89,7 @@ reference_count_curve_from_theta <- function(theta, degree, bins) {
   for (k in seq_len(d)) {
     s[k] <- reference_count_slope_max * reference_count_sigmoid(theta[d + 1 + k])
     q <- q_previous + (1 - q_previous) * reference_count_sigmoid(theta[2 * d + 1 + k])
-    p[k] <- edges[["lower"]] + (edges[["upper"]] - edges[["lower"]]) * q
+    p[k] <- reference_count_point(k, d, q, bins)
     q_previous <- q
   }
   list(R = R, s = s, p = p)
@@ -91,7 +104,7 @@ reference_count_theta_from_curve <- function(curve, bins) {
   q_previous <- 0
   for (k in seq_len(d)) {
     theta[d + 1 + k] <- reference_count_logit(curve$s[k] / reference_count_slope_max)
-    q <- (curve$p[k] - edges[["lower"]]) / (edges[["upper"]] - edges[["lower"]])
+    q <- reference_count_normalised(k, d, curve$p[k], bins)
     theta[2 * d + 1 + k] <- reference_count_logit((q - q_previous) / (1 - q_previous))
     q_previous <- q
   }
@@ -101,8 +114,8 @@ reference_count_theta_from_curve <- function(curve, bins) {
 # "On a bound": a slope above 0.99 S_MAX, or a gap q_k - q_{k-1} (q_0 = 0) or
 # 1 - q_d below 1e-3.
 reference_count_on_bound <- function(curve, bins) {
-  edges <- reference_count_edges(bins)
-  q <- (curve$p - edges[["lower"]]) / (edges[["upper"]] - edges[["lower"]])
+  d <- length(curve$s)
+  q <- vapply(seq_len(d), function(k) reference_count_normalised(k, d, curve$p[k], bins), 0)
   gaps <- diff(c(0, q, 1))
   any(curve$s > 0.99 * reference_count_slope_max) || any(gaps < 1e-3)
 }
@@ -130,13 +143,18 @@ reference_count_warp <- function(curve, u, bins) {
   width <- edges[["upper"]] - edges[["lower"]]
   warped <- curve
   warped$R <- curve$R * exp(u[["rate"]])
+  # Point k of a degree-d curve: lower + k g + (width - (d + 1) g) q, with
+  # g = ceiling(B / 20), the model's smallest spacing at buffer_factor 0.05.
+  gap <- ceiling(bins * 0.05)
+  d <- length(curve$s)
+  free <- width - (d + 1) * gap
   for (k in seq_along(curve$s)) {
     warped$s[k] <- reference_count_slope_max *
       reference_count_sigmoid(reference_count_logit(curve$s[k] / reference_count_slope_max) +
                                 u[["slope"]])
-    q <- (curve$p[k] - edges[["lower"]]) / width
-    warped$p[k] <- edges[["lower"]] + width *
-      reference_count_sigmoid(reference_count_logit(q) + u[["point"]])
+    base <- edges[["lower"]] + k * gap
+    q <- (curve$p[k] - base) / free
+    warped$p[k] <- base + free * reference_count_sigmoid(reference_count_logit(q) + u[["point"]])
   }
   warped
 }

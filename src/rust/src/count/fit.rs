@@ -361,6 +361,63 @@ impl VarianceSecant {
     }
 }
 
+/// Brings a fit from its rough start near the optimum block by block, each
+/// small problem with its own damping, so that one hard curve does not slow
+/// every other: the curves one by one (random effects at their start), the
+/// dispersions, the random effects, and the curves again. Returns the
+/// objective evaluations used.
+fn warm_up(
+    model: &CountModel,
+    species: usize,
+    state: &mut SpeciesState,
+    sigma: Sigma,
+    settings: &CountFitSettings,
+) -> usize {
+    let loose = NewtonSettings {
+        gradient_tolerance: 1e-2,
+        decrement_tolerance: 1e-7,
+        max_iterations: 50,
+    };
+    let curves = model.table().shape().contexts * model.table().shape().treatments;
+    let free_warps = free_warps_of(sigma);
+    let mut evaluations = 0;
+    let mut run = |problem: SpeciesProblem, state: &mut SpeciesState, sigma: Sigma| {
+        let problem = problem.with_slope_prior(settings.slope_prior_sd);
+        if problem.layout.len == 0 {
+            return;
+        }
+        let bounds = bounds_for(&problem);
+        evaluations += newton(&problem, state, sigma, &bounds, &loose).evaluations;
+    };
+    let each_curve =
+        |state: &mut SpeciesState,
+         run: &mut dyn FnMut(SpeciesProblem, &mut SpeciesState, Sigma)| {
+            for curve in 0..curves {
+                let mut only = vec![false; curves];
+                only[curve] = true;
+                run(
+                    SpeciesProblem::restricted(model, species, &only, false, [false; 3]),
+                    state,
+                    sigma,
+                );
+            }
+        };
+    each_curve(state, &mut run);
+    let none = vec![false; curves];
+    run(
+        SpeciesProblem::restricted(model, species, &none, true, [false; 3]),
+        state,
+        sigma,
+    );
+    run(
+        SpeciesProblem::restricted(model, species, &none, false, free_warps),
+        state,
+        sigma,
+    );
+    each_curve(state, &mut run);
+    evaluations
+}
+
 /// Fits one species from `start` (or from the data), with `sigma` as the
 /// starting (or, with `settings.fixed_sigma`, fixed) standard deviations.
 pub(crate) fn fit_species(
@@ -401,6 +458,9 @@ pub(crate) fn fit_species(
         }
     }
     let (mut iterations, mut evaluations, mut updates) = (0, 0, 0);
+    if start.is_none() {
+        evaluations += warm_up(model, species, &mut state, sigma, settings);
+    }
     let estimate_variances = model.has_random_effects() && settings.fixed_sigma.is_none();
     let mut secant = VarianceSecant::default();
     // While the variances move, each inner fit needs only to be close; the

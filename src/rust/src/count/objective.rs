@@ -113,6 +113,51 @@ impl SpeciesLayout {
         }
     }
 
+    /// The layout with only some unknowns free (the others held at the
+    /// state's values): the curves marked in `curves`, the dispersions when
+    /// `rho`, the random effects of `warps`. For warming up a fit block by
+    /// block before the joint Newton steps.
+    pub fn restricted(
+        model: &CountModel,
+        species: usize,
+        curves: &[bool],
+        rho: bool,
+        warps: [bool; 3],
+    ) -> Self {
+        let mut layout = SpeciesLayout::new(model, species, warps);
+        let mut next = 0;
+        let mut block_sizes = Vec::new();
+        for (index, offset) in layout.curve_offsets.iter_mut().enumerate() {
+            if offset.is_some() && curves[index] {
+                *offset = Some(next);
+                let size = curve_len(layout.degrees[index / layout.treatments]);
+                block_sizes.push(size);
+                next += size;
+            } else {
+                *offset = None;
+            }
+        }
+        let border_start = next;
+        for index in layout.rho_index.iter_mut() {
+            *index = (index.is_some() && rho).then(|| {
+                next += 1;
+                next - 1
+            });
+        }
+        for indices in layout.u_index.iter_mut() {
+            for index in indices.iter_mut() {
+                *index = index.map(|_| {
+                    next += 1;
+                    next - 1
+                });
+            }
+        }
+        layout.block_sizes = block_sizes;
+        layout.border = next - border_start;
+        layout.len = next;
+        layout
+    }
+
     pub fn border_start(&self) -> usize {
         self.len - self.border
     }
@@ -265,6 +310,36 @@ impl<'m> SpeciesProblem<'m> {
             active_blocks,
             slope_prior_sd: None,
         }
+    }
+
+    /// The problem with only some unknowns free (see
+    /// [`SpeciesLayout::restricted`]). With neither dispersions nor random
+    /// effects free, only the free curves' rows are evaluated (the objective
+    /// then differs from the species' by a constant).
+    pub fn restricted(
+        model: &'m CountModel,
+        species: usize,
+        curves: &[bool],
+        rho: bool,
+        warps: [bool; 3],
+    ) -> Self {
+        let mut problem = SpeciesProblem::new(model, species, warps);
+        problem.layout = SpeciesLayout::restricted(model, species, curves, rho, warps);
+        if !rho && warps == [false; 3] {
+            let (contexts, treatments) = (problem.layout.contexts, problem.layout.treatments);
+            let mut block = 0;
+            for _ in 0..problem.layout.animals {
+                for c in 0..contexts {
+                    for t in 0..treatments {
+                        if !curves[c * treatments + t] {
+                            problem.active_blocks[block] = false;
+                        }
+                        block += 1;
+                    }
+                }
+            }
+        }
+        problem
     }
 
     /// Adds a normal prior with this standard deviation to every estimated
@@ -501,15 +576,15 @@ impl<'m> SpeciesProblem<'m> {
     ) {
         let layout = &self.layout;
         let border = layout.border;
-        let Some(offset) = layout.curve_offsets[curve_index] else {
-            return;
-        };
-        let block = hessian_block_of(layout, curve_index);
         // Border positions of this block's local u and ρ.
         let u_border: [Option<usize>; 3] =
             layout.u_index[animal].map(|i| i.map(|i| i - border_start));
         let rho_border = layout.rho_index[context].map(|i| i - border_start);
+        // A curve held fixed (a restricted problem) still informs the border.
+        let curve = layout.curve_offsets[curve_index]
+            .map(|offset| (offset, hessian_block_of(layout, curve_index)));
         for i in 0..m {
+            let Some((offset, block)) = curve else { break };
             gradient[offset + i] += local_gradient[i];
             let a = &mut hessian.blocks[block];
             for j in 0..m {

@@ -6,7 +6,7 @@ use super::family::rate;
 use super::fit::{fit_species, reported_parameters, CountFitSettings, SpeciesFit};
 use super::layout::{CountLayout, CountRole};
 use super::resample::redraw;
-use super::start::detect_structure;
+use super::start::{detect_structure, pooled_series, segmentation_points};
 use super::CountModel;
 use crate::bootstrap::Resampling;
 use crate::engine::{self, PoolOptions};
@@ -154,8 +154,31 @@ pub(crate) fn structure_of(
     let Some(degrees) = degrees else {
         return Ok(detected);
     };
-    let axis = base.axis();
-    crate::structure::with_degrees(detected, degrees, |d| axis.even_points(d))
+    let shape = base.table().shape();
+    let structure = Structure::new(shape.contexts, shape.species, degrees.to_vec())?;
+    // Where detection found another number of transitions, the best step
+    // function with the wanted number starts the points.
+    let change_points = detected
+        .change_points
+        .into_iter()
+        .enumerate()
+        .map(|(curve, per_treatment)| {
+            let (c, s) = (curve / shape.species, curve % shape.species);
+            let degree = degrees[curve];
+            if per_treatment.iter().all(|p| p.len() == degree) {
+                return per_treatment;
+            }
+            let min_size = (base.point_gap().ceil() as usize).max(1);
+            pooled_series(base, c, s)
+                .iter()
+                .map(|series| segmentation_points(series, degree, min_size, base.axis()))
+                .collect()
+        })
+        .collect();
+    Ok(DetectedStructure {
+        structure,
+        change_points,
+    })
 }
 
 /// Fits every species of a model with a known structure, species in

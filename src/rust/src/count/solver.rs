@@ -150,7 +150,14 @@ fn evidence(
     pinned: &[bool],
     decrement_limit: f64,
 ) -> Option<Evidence> {
-    let factor = hessian.factor(&vec![0.0; gradient.len()])?;
+    // A Hessian that is singular only by rounding (a coordinate the data
+    // inform very weakly) gets a ridge far below any informed curvature;
+    // one with negative curvature still does not factor.
+    let n = gradient.len();
+    let largest = (0..n).map(|i| hessian.diagonal(i).abs()).fold(0.0, f64::max);
+    let factor = hessian
+        .factor(&vec![0.0; n])
+        .or_else(|| hessian.factor(&vec![1e-10 * largest.max(1.0); n]))?;
     let newton = factor.solve(gradient);
     let decrement = dot(gradient, &newton).max(0.0);
     let (scaled_gradient, inverse_diagonal) = if decrement <= decrement_limit {

@@ -209,6 +209,63 @@ pub(crate) fn detect_structure(
     })
 }
 
+/// The change points of the best step function with `degree` steps through
+/// `series` (least squares, every segment at least `min_size` bins, by
+/// dynamic programming: O(degree · B²)), as points between bins; evenly
+/// spaced points when the series is too short or not finite.
+pub(crate) fn segmentation_points(
+    series: &[f64],
+    degree: usize,
+    min_size: usize,
+    axis: Axis,
+) -> Vec<f64> {
+    let n = series.len();
+    if degree == 0 {
+        return Vec::new();
+    }
+    if series.iter().any(|v| !v.is_finite()) || n < (degree + 1) * min_size {
+        return axis.even_points(degree);
+    }
+    let (mut sum, mut squares) = (vec![0.0; n + 1], vec![0.0; n + 1]);
+    for (i, &v) in series.iter().enumerate() {
+        sum[i + 1] = sum[i] + v;
+        squares[i + 1] = squares[i] + v * v;
+    }
+    // Sum of squared deviations from the mean of series[i..j).
+    let cost = |i: usize, j: usize| {
+        let (s, q, m) = (sum[j] - sum[i], squares[j] - squares[i], (j - i) as f64);
+        q - s * s / m
+    };
+    // best[k][j]: the cost of series[0..j) in k + 1 segments; from[k][j] the
+    // start of its last segment.
+    let mut best = vec![vec![f64::INFINITY; n + 1]; degree + 1];
+    let mut from = vec![vec![0usize; n + 1]; degree + 1];
+    for j in min_size..=n {
+        best[0][j] = cost(0, j);
+    }
+    for k in 1..=degree {
+        for j in (k + 1) * min_size..=n {
+            for i in k * min_size..=j - min_size {
+                let value = best[k - 1][i] + cost(i, j);
+                if value < best[k][j] {
+                    best[k][j] = value;
+                    from[k][j] = i;
+                }
+            }
+        }
+    }
+    let mut starts = Vec::with_capacity(degree);
+    let mut end = n;
+    for k in (1..=degree).rev() {
+        let start = from[k][end];
+        starts.push(start);
+        end = start;
+    }
+    starts.reverse();
+    // A segment starting at index i (bin i + 1) begins between bins i and i + 1.
+    starts.into_iter().map(|i| i as f64 + 0.5).collect()
+}
+
 /// Starting values of one curve and treatment from its pooled series.
 fn curve_start(
     series: &[f64],
@@ -341,6 +398,22 @@ mod tests {
         assert_eq!(full_axis_point(2.0, &kept), 5.0);
         assert_eq!(full_axis_point(2.5, &kept), 7.0);
         assert_eq!(full_axis_point(4.0, &kept), 13.0);
+    }
+
+    #[test]
+    fn segmentation_finds_the_steps_of_a_step_function() {
+        let mut series = vec![1.0; 10];
+        series.extend(vec![3.0; 8]);
+        series.extend(vec![2.0; 12]);
+        let axis = Axis::new(30, 1.0);
+        assert_eq!(segmentation_points(&series, 2, 2, axis), vec![10.5, 18.5]);
+        assert_eq!(segmentation_points(&series, 1, 2, axis), vec![10.5]);
+        assert!(segmentation_points(&series, 0, 2, axis).is_empty());
+        // Too short for the segments asked for: evenly spaced.
+        assert_eq!(
+            segmentation_points(&series[..3], 2, 2, axis),
+            axis.even_points(2)
+        );
     }
 
     #[test]
