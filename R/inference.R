@@ -157,8 +157,8 @@ wald_degrees_of_freedom <- function(fit) {
     changed <- names(levels)[levels != reference[names(levels)]]
     length(changed) > 0 && all(between[changed])
   }, logical(1))
-  at <- p$role %in% c("baseline", "beta") & !is.na(p$treatment)
-  df[at & is_between[p$treatment[at]] %in% TRUE] <- between_df
+  at <- which(p$role %in% c("baseline", "beta") & !is.na(p$treatment))
+  df[at[is_between[p$treatment[at]] %in% TRUE]] <- between_df
   df
 }
 
