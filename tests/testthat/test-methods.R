@@ -230,6 +230,36 @@ test_that("confint.wisp gives Wald intervals for the count likelihood", {
   expect_error(vcov(methods_fit_original()), class = "wisp_input_error")
 })
 
+test_that("Wald intervals of between-animal effects use t quantiles with df = animals - groups", {
+  design <- wisp_design(between = list(genotype = c("WT", "KO")),
+                        within = list(hemisphere = c("left", "right")), animals.per.group = 2)
+  counts <- wisp_simulate(design = design, n.genes = 2, n.bins = 30, degrees = 1L, seed = 16)
+  # Genotype is the between-animal factor: one genotype per animal.
+  expect_true(all(tapply(counts$genotype, counts$ran, function(g) length(unique(g))) == 1))
+  df <- length(unique(counts$ran)) - length(unique(counts$genotype))
+  expect_identical(df, 2L)
+  fit <- expect_silent(wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE))
+  # KO and left come first in sort order, so "WT" changes only the genotype;
+  # "right" and "WT:right" change the hemisphere, within animals.
+  expect_identical(fit$treatment$names, c("ref", "WT", "right", "WT:right"))
+  estimate <- coef(fit, "fixed")
+  p <- fit$parameters[match(names(estimate), fit$parameters$name), ]
+  variance <- diag(vcov(fit))[names(estimate)]
+  se <- ifelse(is.finite(variance) & variance > 0, sqrt(variance), NA_real_)
+  between <- p$treatment %in% "WT"
+  expect_gt(sum(between & !is.na(se)), 0)
+  quantile <- ifelse(between, stats::qt(0.975, df), stats::qnorm(0.975))
+  ci <- confint(fit, method = "wald")
+  expect_equal(unname(ci[, 1]), unname(estimate - quantile * se))
+  expect_equal(unname(ci[, 2]), unname(estimate + quantile * se))
+  statistic <- estimate / se
+  p_value <- ifelse(between, 2 * stats::pt(-abs(statistic), df), 2 * stats::pnorm(-abs(statistic)))
+  s <- summary(fit)$coefficients
+  beta <- p$role == "beta"
+  expect_equal(s$p.value[beta], unname(p_value[beta]))
+  expect_identical(s$df, ifelse(between, as.numeric(df), Inf))
+})
+
 test_that("confint.wisp gives order-statistic intervals from the replicates, for both likelihoods", {
   for (booted in list(methods_booted(), methods_booted_original())) {
     label <- fit_label(booted)
