@@ -194,6 +194,9 @@ print.wisp <- function(x, ...) {
 #' diagnostics.
 #'
 #' @param object A `"wisp"` object from [wisp()].
+#' @param level `NULL` (the statistics the fit carries), or a confidence
+#'   level at which [wisp_statistics()] recomputes them with the fit's method
+#'   and adjustment (Wald tests for a count fit without any).
 #' @param ... Unused.
 #' @return An object of class `"summary.wisp"`: a list with `call`,
 #'   `coefficients` (a data.frame, one row per fixed-effect parameter:
