@@ -44,6 +44,9 @@
 #'   value is an error.
 #' @param ran.seed Seed of the bootstrap (`NULL`: drawn from R's random
 #'   number generator). R's own random stream is not changed.
+#' @param degrees `NULL` (detect the transitions of every curve), or the
+#'   number of transitions per curve: one whole number for every curve, or a
+#'   context x gene matrix (count likelihood only).
 #'
 #' @details `model.settings` (defaults in parentheses; the package's Rust
 #'   core holds them, see `wispack:::wisp_default_model_settings()`):
@@ -98,6 +101,10 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   check_worker_limit(max.fork, "max.fork")
   check_flag(verbose, "verbose")
   settings <- wisp_model_settings(model.settings)
+  if (!is.null(degrees) && settings$likelihood != "nb") {
+    stop_input("`degrees` applies to the count likelihood (likelihood = \"nb\") only: the ",
+               "original's pipeline detects the transitions.")
+  }
   wisp_mcmc_settings(MCMC.settings)
   plot.settings <- wisp_plot_settings(plot.settings)
   if (!is.null(ran.seed)) check_whole_number(ran.seed, "ran.seed", lower = -.Machine$integer.max)

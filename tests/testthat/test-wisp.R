@@ -102,6 +102,10 @@ test_that("every argument is validated up front, whatever path runs", {
   expect_error(wisp(counts, plot.settings = list(colour = "red")),
                class = "wisp_input_error", regexp = "colour")
   expect_error(wisp(counts, ran.seed = 1.5), class = "wisp_input_error", regexp = "ran.seed")
+  # Degrees fixed by the user are the count likelihood's; the original would
+  # ignore them.
+  expect_error(wisp(counts, degrees = 1L, model.settings = list(likelihood = "original")),
+               class = "wisp_input_error", regexp = "degrees")
 })
 
 test_that("a saved and reloaded fit can be bootstrapped", {
