@@ -55,6 +55,18 @@
 #'   and is left unchanged. Use one path per run, and one run at a time.
 #' @param progress Report progress through the progressr package (when
 #'   installed) as replicates finish.
+#' @param resample What a replicate redraws: `"animals"` (the default for the
+#'   count likelihood), the random levels with replacement within the groups
+#'   of animals that share their between-animal factor levels, each drawn
+#'   animal's data kept whole; `"cells"` (the default for `likelihood =
+#'   "original"`, the original's scheme), the tokens of every cell with
+#'   replacement from that cell's own tokens, animals fixed (cell-to-cell
+#'   noise only); `"parametric"` (count likelihood only), random effects from
+#'   their fitted distribution and counts from the fitted likelihood. The
+#'   scheme is part of the checkpoint key.
+#' @param replicates Replicate numbers to run instead of `1:bootstraps.num`,
+#'   e.g. `201:400` to extend a run of 200 with the same `seed`; runs with
+#'   different numbers attach to one fit ([wisp_statistics()]'s `boot`).
 #' @section Interrupts and failures:
 #' A replicate whose worker is killed, crashes, panics, exceeds `timeout` or
 #' `child.memory.limit` is recorded as failed (`NA` row of `t`, `ok =
@@ -250,6 +262,7 @@ check_resample <- function(resample, fit, call = sys.call(-1)) {
 #' @param trim.memory Call `malloc_trim(0)` after the fit.
 #' @param checkpoint `NULL`, or a checkpoint from `checkpoint_start()` that
 #'   the replicate is appended to.
+#' @param resample The resampling scheme (see [bs_batch()]).
 #' @return A list: `outcome`, the replicate's record as bytes (the columns of
 #'   `diagnostics` and the estimates; [replicate_table()] turns a list of
 #'   them into a table), and `checkpointed`, whether it was appended to the

@@ -211,7 +211,9 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
   has_replicates <- inherits(fit$bootstrap, "wisp_bootstrap")
   if (is.null(method)) method <- if (has_replicates) "percentile" else "wald"
   method <- match_choice(method, "method", c("wald", "percentile", "centred"))
-  alpha <- 1 - level
+  # 1 - 0.95 is 0.05 + 4e-17 in floating point; rounded, alpha is the level
+  # the user means (0.05 exactly, as the original's statistics used).
+  alpha <- round(1 - level, 10)
   p <- fit$parameters
   estimates <- unname(fit$fitted.parameters)
   tested <- p$role %in% "beta"

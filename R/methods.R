@@ -17,15 +17,22 @@ wisp_has_statistics <- function(object) {
   !is.null(object$stats$parameters)
 }
 
+# The method and level of a fit's statistics. Fits saved by wispack 0.1.0
+# carry the original's centred statistics, with neither recorded.
+statistics_method <- function(stats) if (is.null(stats$method)) "centred" else stats$method
+statistics_level <- function(stats) if (is.null(stats$level)) 1 - stats$alpha else stats$level
+
 # The fit with statistics at `level` (recomputed when they are missing or at
 # another level; NULL keeps what is there). Fits of the original likelihood
 # without a bootstrap have none.
 statistics_at <- function(object, level = NULL) {
   has <- wisp_has_statistics(object)
   if (!is.null(level)) check_number(level, "level", lower = 0.5, upper = 0.9999)
-  if (has && (is.null(level) || isTRUE(all.equal(level, object$stats$level)))) return(object)
+  if (has && (is.null(level) || isTRUE(all.equal(level, statistics_level(object$stats))))) {
+    return(object)
+  }
   if (!has && fit_likelihood(object) != "nb") return(object)
-  method <- if (has) object$stats$method else NULL
+  method <- if (has) statistics_method(object$stats) else NULL
   adjustment <- if (has) object$stats$adjustment else "holm"
   wisp_statistics(object, method = method, level = if (is.null(level)) 0.95 else level,
                   adjustment = adjustment)
@@ -126,7 +133,8 @@ format_seconds <- function(s) {
 #'
 #' A short overview of a fit: the call, the size of the data, the number of
 #' transitions per curve, the fit diagnostics and whether the fit was
-#' bootstrapped.
+#' bootstrapped (without a bootstrap, a count-likelihood fit says how many of
+#' its Wald tests are significant).
 #'
 #' @param x A `"wisp"` object from [wisp()].
 #' @param ... Unused.
@@ -167,6 +175,11 @@ print.wisp <- function(x, ...) {
     b <- x$bootstrap
     cat(sprintf("Bootstrapped: %d replicates (%d converged)\n", as.integer(b$R),
                 sum(b$diagnostics$converged %in% TRUE)))
+  } else if (wisp_has_statistics(x) && identical(x$stats$method, "wald")) {
+    s <- x$stats
+    cat(sprintf("Not bootstrapped; Wald tests of %d treatment effects: %d significant (%s-adjusted, alpha %g); see summary()\n",
+                as.integer(s$tests), sum(s$parameters$p.value.adj < s$alpha, na.rm = TRUE),
+                s$adjustment, s$alpha))
   } else {
     cat("Not bootstrapped: refit with wisp(..., bootstraps.num = 1000) for intervals and p-values.\n")
   }
@@ -181,6 +194,9 @@ print.wisp <- function(x, ...) {
 #' diagnostics.
 #'
 #' @param object A `"wisp"` object from [wisp()].
+#' @param level `NULL` (the statistics the fit carries), or a confidence
+#'   level at which [wisp_statistics()] recomputes them with the fit's method
+#'   and adjustment (Wald tests for a count fit without any).
 #' @param ... Unused.
 #' @return An object of class `"summary.wisp"`: a list with `call`,
 #'   `coefficients` (a data.frame, one row per fixed-effect parameter:
@@ -223,8 +239,8 @@ summary.wisp <- function(object, level = NULL, ...) {
   }
   structure(list(
     call = object$call, coefficients = table, bootstrapped = wisp_has_bootstrap(object),
-    tested = tested, method = if (tested) object$stats$method else NA_character_,
-    level = if (tested) object$stats$level else NA_real_,
+    tested = tested, method = if (tested) statistics_method(object$stats) else NA_character_,
+    level = if (tested) statistics_level(object$stats) else NA_real_,
     replicates = if (tested && !is.na(object$stats$replicates.used)) object$stats$replicates.used else 0L,
     alpha = if (tested) object$stats$alpha else NA_real_,
     adjustment = if (tested) object$stats$adjustment else NA_character_,
@@ -282,6 +298,9 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
     shown$sig <- tab$significance
     how <- if (identical(x$method, "wald")) {
       "Wald tests; t quantiles for between-animal effects"
+    } else if (identical(x$method, "centred")) {
+      sprintf("bootstrap: %d replicates; the original's centred p-values, intervals at adjusted levels",
+              as.integer(x$replicates))
     } else {
       sprintf("bootstrap: %d replicates; percentile intervals", as.integer(x$replicates))
     }

@@ -14,7 +14,10 @@ utils::globalVariables(".data")
 #'   levels, jittered and faint; the fitted curve of each random level,
 #'   dashed; the population curve (random level `"none"`) per treatment,
 #'   solid; the detected change points, dotted; and, when the fit was
-#'   bootstrapped, the 95 % bootstrap band of the population curve.
+#'   bootstrapped, the 95 % bootstrap band of the population curve. Under
+#'   the count likelihood everything is per unit of exposure (per cell, or
+#'   per bin with `exposure = "none"`): counts and random-level curves are
+#'   divided by their cell key's exposure.
 #' * `"parameters"`: the fixed-effect parameters (baseline and treatment
 #'   effects, or the roles chosen with `roles`) with their bootstrap
 #'   intervals, by role and component.
@@ -77,6 +80,13 @@ plot.wisp <- function(x, type = c("ratecount", "parameters", "residuals", "effec
   )
 }
 
+# The y axis of the rate-count plot on the linear scale.
+rate_label <- function(fit) {
+  if (fit_likelihood(fit) != "nb") return("rate (expected count)")
+  per <- if (identical(fit$exposure$rule, "none")) "bin" else "cell"
+  sprintf("rate (expected count per %s)", per)
+}
+
 check_plot_levels <- function(values, known, name, call = sys.call(-1)) {
   if (is.null(values)) return(known)
   if (!is.character(values) || !length(values) || anyNA(values)) {
@@ -117,8 +127,13 @@ ratecount_plot <- function(fit, species, contexts, log.scale, counts, samples, c
   d$treatment <- factor(d$treatment, levels = treatments)
   d$species <- factor(d$species, levels = species)
   d$context <- factor(d$context, levels = contexts)
-  d$y.count <- if (log.scale) d$count.log else d$count
-  d$y.pred <- if (log.scale) d$pred.log else d$pred
+  # Counts and the curves of random levels are per cell key (exposure x
+  # rate under the count likelihood); the population curve is a rate per
+  # unit of exposure. Draw all of them per unit of exposure, as the log
+  # scale (log(1 + count / exposure), psi) does.
+  exposure <- if (is.null(d$exposure)) 1 else ifelse(is.na(d$exposure), 1, d$exposure)
+  d$y.count <- if (log.scale) d$count.log else d$count / exposure
+  d$y.pred <- if (log.scale) d$pred.log else d$pred / exposure
   # With a single random level there is no "none" row: that level is the
   # population.
   population <- if (any(d$ran == "none")) d$ran == "none" else rep(TRUE, nrow(d))
@@ -128,8 +143,9 @@ ratecount_plot <- function(fit, species, contexts, log.scale, counts, samples, c
   p <- ggplot2::ggplot(pop, ggplot2::aes(x = .data$bin)) + wisp_theme(fit)
   has_band <- ci && !is.null(pop$pred.low) && !is.null(pop$pred.high)
   if (has_band) {
-    pop$y.low <- if (log.scale) pop$pred.low else exp(pop$pred.low) - 1
-    pop$y.high <- if (log.scale) pop$pred.high else exp(pop$pred.high) - 1
+    rate <- if (fit_likelihood(fit) == "nb") count_rate else function(x) exp(x) - 1
+    pop$y.low <- if (log.scale) pop$pred.low else rate(pop$pred.low)
+    pop$y.high <- if (log.scale) pop$pred.high else rate(pop$pred.high)
     p <- p + ggplot2::geom_ribbon(
       data = pop,
       ggplot2::aes(ymin = .data$y.low, ymax = .data$y.high, fill = .data$treatment,
@@ -176,7 +192,7 @@ ratecount_plot <- function(fit, species, contexts, log.scale, counts, samples, c
   p + ggplot2::facet_grid(rows = ggplot2::vars(.data$species),
                           cols = ggplot2::vars(.data$context), scales = "free_y") +
     ggplot2::labs(
-      x = "bin", y = if (log.scale) "log(rate + 1)" else "rate (expected count)",
+      x = "bin", y = if (log.scale) "log(rate + 1)" else rate_label(fit),
       colour = "treatment", fill = "treatment",
       title = "Rates and counts",
       subtitle = paste0("solid: population curve", if (samples && any(d$ran == "none"))

@@ -8,5 +8,5 @@
 #' exercised with synthetic tasks through the internal [engine_selftest()].
 #'
 #' @keywords internal
-#' @importFrom stats coef confint fitted logLik nobs predict residuals
+#' @importFrom stats coef confint fitted logLik nobs predict residuals vcov
 "_PACKAGE"

@@ -12,6 +12,16 @@ once <- function(make) {
   }
 }
 
+# The default fit (count likelihood, "nb").
 small_fit <- once(function() {
   wisp(small_counts(), model.settings = list(LRO_cost = "none"), verbose = FALSE)
 })
+
+# The same data under the original package's objective.
+small_fit_original <- once(function() {
+  wisp(small_counts(), model.settings = list(likelihood = "original", LRO_cost = "none"),
+       verbose = FALSE)
+})
+
+# The likelihood of a fit, to label expectations that loop over both.
+fit_label <- function(fit) if (is.null(fit$likelihood)) "original" else fit$likelihood

@@ -1,4 +1,5 @@
-# S3 methods of "wisp" fits and "wisp_bootstrap" results.
+# S3 methods of "wisp" fits and "wisp_bootstrap" results, for both likelihoods:
+# the count likelihood ("nb", the default) and the original objective.
 
 methods_counts <- function() {
   counts <- wisp_simulate(n.genes = 2, n.bins = 40, seed = 1)
@@ -10,24 +11,129 @@ methods_fit <- once(function() {
   wisp(methods_counts(), model.settings = list(LRO_cost = "none"), verbose = FALSE)
 })
 
+methods_fit_original <- once(function() {
+  wisp(methods_counts(), model.settings = list(likelihood = "original", LRO_cost = "none"),
+       verbose = FALSE)
+})
+
 methods_booted <- once(function() {
   suppressWarnings(wisp(methods_counts(), model.settings = list(LRO_cost = "none"),
                         bootstraps.num = 20, ran.seed = 1, verbose = FALSE))
 })
 
+methods_booted_original <- once(function() {
+  suppressWarnings(wisp(methods_counts(),
+                        model.settings = list(likelihood = "original", LRO_cost = "none"),
+                        bootstraps.num = 20, ran.seed = 1, verbose = FALSE))
+})
+
+# Observed rows of a count fit, from the data alone: every measured cell key
+# (animal, context, treatment, bin) once per gene; a gene without tokens in a
+# measured cell counts 0 there.
+observed_count_rows <- function(counts) {
+  nrow(unique(counts[c("ran", "context", "hemisphere", "bin")])) * length(unique(counts$species))
+}
+
+# Wald statistics of a count fit's fixed effects by hand, from vcov() and the
+# definitions of R/inference.R. Hemisphere varies within animals, so every
+# quantile is normal.
+wald_by_hand <- function(fit, level = 0.95) {
+  estimate <- coef(fit, "fixed")
+  variance <- diag(vcov(fit))[names(estimate)]
+  se <- ifelse(is.finite(variance) & variance > 0, sqrt(variance), NA_real_)
+  z <- stats::qnorm(1 - (1 - level) / 2)
+  beta <- fit$parameters$role[match(names(estimate), fit$parameters$name)] == "beta"
+  p <- ifelse(beta & !is.na(se), 2 * stats::pnorm(-abs(estimate / se)), NA_real_)
+  adjusted <- rep(NA_real_, length(p))
+  adjusted[!is.na(p)] <- stats::p.adjust(p[!is.na(p)], "holm")
+  data.frame(parameter = names(estimate), estimate = unname(estimate), se = unname(se),
+             lower = unname(estimate - z * se), upper = unname(estimate + z * se),
+             p.value = unname(p), p.value.adj = adjusted, stringsAsFactors = FALSE)
+}
+
+# The replicates the statistics of a bootstrapped fit use: the converged
+# ones (wisp(converged.resamples.only = TRUE), the default).
+used_replicates <- function(booted) {
+  d <- booted$bootstrap$diagnostics
+  booted$bootstrap$t[d$ok & d$converged %in% TRUE, , drop = FALSE]
+}
+
+# The order-statistic interval of R/inference.R by hand: the k-th smallest
+# and k-th largest replicate, k = ceiling(alpha (R + 1) / 2) - 1, (-Inf, Inf)
+# when k < 1.
+order_statistics <- function(x, level) {
+  x <- sort(x[!is.na(x)])
+  if (!length(x)) return(c(NA_real_, NA_real_))
+  k <- ceiling(round((1 - level) * (length(x) + 1) / 2, 9)) - 1
+  if (k < 1) return(c(-Inf, Inf))
+  c(x[k], x[length(x) + 1 - k])
+}
+
+# The bootstrap p-value of R/inference.R by hand.
+percentile_p_value <- function(x) {
+  x <- x[!is.na(x)]
+  min(1, 2 * (min(sum(x <= 0), sum(x >= 0)) + 1) / (length(x) + 1))
+}
+
 test_that("print.wisp shows the fit and whether it was bootstrapped", {
-  fit <- methods_fit()
+  fit <- methods_fit_original()
   out <- capture.output(res <- print(fit))
   expect_identical(res, fit)
   expect_true(any(grepl("632 observed", out, fixed = TRUE)))
   expect_true(any(grepl("Not bootstrapped", out, fixed = TRUE)))
   expect_true(any(grepl("Transitions per curve", out, fixed = TRUE)))
+  out <- capture.output(print(methods_booted_original()))
+  expect_true(any(grepl("Bootstrapped: 20 replicates", out, fixed = TRUE)))
+
+  # The count likelihood: its observed rows, and its Wald tests instead of
+  # advice to bootstrap for them.
+  fit <- methods_fit()
+  out <- capture.output(res <- print(fit))
+  expect_identical(res, fit)
+  expect_identical(observed_count_rows(methods_counts()), 480L)
+  expect_true(any(grepl("640 summed rows (480 observed)", out, fixed = TRUE)))
+  expect_true(any(grepl("Transitions per curve", out, fixed = TRUE)))
+  wald <- wald_by_hand(fit)
+  expect_true(any(grepl(sprintf("Not bootstrapped; Wald tests of %d treatment effects: %d significant",
+                                sum(!is.na(wald$p.value)), sum(wald$p.value.adj < 0.05, na.rm = TRUE)),
+                        out, fixed = TRUE)))
+  expect_false(any(grepl("bootstraps.num", out, fixed = TRUE)))
   out <- capture.output(print(methods_booted()))
   expect_true(any(grepl("Bootstrapped: 20 replicates", out, fixed = TRUE)))
 })
 
-test_that("summary.wisp has the fixed-effect table, with statistics when bootstrapped", {
+test_that("summary.wisp has the fixed-effect table, with Wald statistics for the count likelihood", {
   fit <- methods_fit()
+  s <- summary(fit)
+  expect_s3_class(s, "summary.wisp")
+  fixed <- fit$parameters$role %in% c("baseline", "beta")
+  expect_identical(s$coefficients$parameter, fit$parameters$name[fixed])
+  expect_equal(s$coefficients$estimate, unname(fit$fitted.parameters[fixed]))
+  expect_false(s$bootstrapped)
+  expect_true(s$tested)
+  expect_identical(s$method, "wald")
+  wald <- wald_by_hand(fit)
+  expect_identical(s$coefficients$parameter, wald$parameter)
+  expect_equal(s$coefficients$std.error, wald$se)
+  expect_equal(s$coefficients$CI.low, wald$lower)
+  expect_equal(s$coefficients$CI.high, wald$upper)
+  expect_equal(s$coefficients$p.value, wald$p.value)
+  expect_equal(s$coefficients$p.value.adj, wald$p.value.adj)
+  # Only treatment effects are tested, each one that has a standard error.
+  beta <- s$coefficients$role == "beta"
+  expect_true(all(is.na(s$coefficients$p.value[!beta])))
+  expect_identical(!is.na(s$coefficients$p.value[beta]), !is.na(wald$se[beta]))
+  expect_identical(s$n.warp, sum(fit$parameters$role == "warp"))
+  expect_output(print(s), "Wald tests")
+  expect_output(print(s), "Signif.")
+  # Another level recomputes the Wald statistics.
+  s90 <- summary(fit, level = 0.9)
+  expect_equal(s90$coefficients$CI.low, wald_by_hand(fit, 0.9)$lower)
+  expect_output(print(s90), "90 % intervals")
+})
+
+test_that("summary.wisp of the original likelihood has estimates only until bootstrapped", {
+  fit <- methods_fit_original()
   s <- summary(fit)
   expect_s3_class(s, "summary.wisp")
   fixed <- fit$parameters$role %in% c("baseline", "beta")
@@ -37,116 +143,254 @@ test_that("summary.wisp has the fixed-effect table, with statistics when bootstr
   expect_false("p.value" %in% names(s$coefficients))
   expect_identical(s$n.warp, sum(fit$parameters$role == "warp"))
   expect_output(print(s), "estimates only")
+})
 
-  booted <- methods_booted()
-  s <- summary(booted)
-  expect_true(s$bootstrapped)
-  expect_identical(s$replicates, booted$stats$replicates.used)
-  at <- match(s$coefficients$parameter, booted$stats$parameters$parameter)
-  for (column in c("CI.low", "CI.high", "p.value", "p.value.adj", "significance")) {
-    expect_identical(s$coefficients[[column]], booted$stats$parameters[[column]][at])
+test_that("summary.wisp of a bootstrapped fit has percentile statistics, for both likelihoods", {
+  for (booted in list(methods_booted(), methods_booted_original())) {
+    label <- fit_label(booted)
+    s <- summary(booted)
+    expect_true(s$bootstrapped, label = label)
+    expect_identical(s$method, "percentile", label = label)
+    replicates <- used_replicates(booted)
+    expect_identical(s$replicates, nrow(replicates), label = label)
+    expect_identical(s$replicates, booted$stats$replicates.used, label = label)
+    at <- match(s$coefficients$parameter, booted$stats$parameters$parameter)
+    for (column in c("CI.low", "CI.high", "p.value", "p.value.adj", "significance")) {
+      expect_identical(s$coefficients[[column]], booted$stats$parameters[[column]][at],
+                       label = paste(label, column))
+    }
+    beta <- s$coefficients$role == "beta"
+    expect_true(all(!is.na(s$coefficients$p.value[beta])), label = label)
+    expect_true(all(is.na(s$coefficients$p.value[!beta])), label = label)
+    # The p-values and intervals by their definitions.
+    by_hand <- vapply(s$coefficients$parameter[beta],
+                      function(name) percentile_p_value(replicates[, name]), numeric(1))
+    expect_equal(s$coefficients$p.value[beta], unname(by_hand), label = label)
+    expect_equal(s$coefficients$p.value.adj[beta], p.adjust(unname(by_hand), "holm"), label = label)
+    expect_true(all(s$coefficients$p.value[beta] >= 2 / (nrow(replicates) + 1)), label = label)
+    intervals <- vapply(s$coefficients$parameter,
+                        function(name) order_statistics(replicates[, name], 0.95), numeric(2))
+    expect_equal(s$coefficients$CI.low, unname(intervals[1, ]), label = label)
+    expect_equal(s$coefficients$CI.high, unname(intervals[2, ]), label = label)
+    expect_output(print(s), "Signif.")
+    expect_output(print(s), "percentile intervals")
+    expect_output(print(s, max.rows = 3), "more rows")
   }
-  beta <- s$coefficients$role == "beta"
-  expect_true(all(!is.na(s$coefficients$p.value[beta])))
-  expect_true(all(is.na(s$coefficients$p.value[!beta])))
-  expect_output(print(s), "Signif.")
-  expect_output(print(s, max.rows = 3), "more rows")
 })
 
 test_that("coef.wisp selects parameters by role", {
-  fit <- methods_fit()
-  p <- fit$parameters
-  expect_identical(coef(fit), fit$fitted.parameters)
-  for (role in c("baseline", "beta", "warp")) {
-    expect_identical(names(coef(fit, role)), p$name[p$role == role])
+  for (fit in list(methods_fit(), methods_fit_original())) {
+    label <- fit_label(fit)
+    p <- fit$parameters
+    expect_identical(coef(fit), fit$fitted.parameters, label = label)
+    for (role in c("baseline", "beta", "warp")) {
+      expect_identical(names(coef(fit, role)), p$name[p$role == role], label = label)
+    }
+    expect_identical(names(coef(fit, "fixed")), p$name[p$role %in% c("baseline", "beta")],
+                     label = label)
+    expect_length(coef(fit, "fixed"), length(coef(fit, "baseline")) + length(coef(fit, "beta")))
+    expect_error(coef(fit, "nope"), class = "wisp_input_error")
   }
-  expect_identical(names(coef(fit, "fixed")), p$name[p$role != "warp"])
-  expect_length(coef(fit, "fixed"), length(coef(fit, "baseline")) + length(coef(fit, "beta")))
-  expect_error(coef(fit, "nope"), class = "wisp_input_error")
+  # The original has no other roles; the count likelihood adds the
+  # random-effect SDs and the dispersions, which are not fixed effects.
+  expect_setequal(unique(methods_fit_original()$parameters$role), c("baseline", "beta", "warp"))
+  expect_setequal(unique(methods_fit()$parameters$role),
+                  c("baseline", "beta", "warp", "sd", "dispersion"))
 })
 
-test_that("confint.wisp gives percentile intervals from the replicates", {
-  expect_error(confint(methods_fit()), class = "wisp_input_error")
-  booted <- methods_booted()
-  ci <- confint(booted)
+test_that("confint.wisp gives Wald intervals for the count likelihood", {
+  fit <- methods_fit()
+  wald <- wald_by_hand(fit)
+  ci <- confint(fit)
   expect_true(is.matrix(ci))
-  expect_identical(dim(ci), c(length(booted$fitted.parameters), 2L))
-  expect_identical(rownames(ci), names(booted$fitted.parameters))
+  expect_identical(rownames(ci), names(coef(fit, "fixed")))
   expect_identical(colnames(ci), c("2.5 %", "97.5 %"))
-  expect_true(all(ci[, 1] <= ci[, 2]))
-  d <- booted$bootstrap$diagnostics
-  t <- booted$bootstrap$t[d$ok & d$converged %in% TRUE, , drop = FALSE]
-  by_hand <- apply(t, 2, stats::quantile, probs = c(0.025, 0.975), type = 7, names = FALSE)
-  expect_equal(unname(ci), unname(t(by_hand)))
-
-  beta <- names(coef(booted, "beta"))
-  ci90 <- confint(booted, beta, level = 0.9)
-  expect_identical(rownames(ci90), beta)
+  expect_equal(unname(ci[, 1]), wald$lower)
+  expect_equal(unname(ci[, 2]), wald$upper)
+  expect_identical(confint(fit, method = "wald"), ci)
+  # No standard error, no interval (here: a transition point held a buffer
+  # from its neighbour, on a bound).
+  expect_gt(sum(is.na(wald$se)), 0)
+  expect_true(all(is.na(ci[is.na(wald$se), ])))
+  expect_true(all(ci[!is.na(wald$se), 1] < ci[!is.na(wald$se), 2]))
+  beta <- names(coef(fit, "beta"))
+  ci90 <- confint(fit, beta, level = 0.9)
   expect_identical(colnames(ci90), c("5 %", "95 %"))
-  expect_identical(confint(booted, 2:3), ci[2:3, , drop = FALSE])
-  expect_error(confint(booted, "not a parameter"), class = "wisp_input_error")
-  expect_error(confint(booted, level = 2), class = "wisp_input_error")
-  # The bootstrap object itself.
-  expect_equal(confint(booted$bootstrap), ci)
+  expect_equal(unname(ci90[, 1]), wald$lower[match(beta, wald$parameter)] +
+                 (stats::qnorm(0.975) - stats::qnorm(0.95)) * wald$se[match(beta, wald$parameter)])
+  expect_identical(confint(fit, 2:3), ci[2:3, , drop = FALSE])
+  expect_error(confint(fit, method = "bootstrap"), class = "wisp_input_error")
+  expect_error(confint(fit, "not a parameter"), class = "wisp_input_error")
+  # Users reach vcov() and wisp_statistics() from outside the namespace.
+  expect_true("wisp_statistics" %in% getNamespaceExports("wispack"))
+  expect_false(is.null(getS3method("vcov", "wisp", optional = TRUE, envir = globalenv())))
+  expect_equal(evalq(stats::vcov(fit), list(fit = fit), globalenv()), vcov(fit))
+  # The original's objective is not a likelihood: no Wald intervals.
+  expect_error(confint(methods_fit_original()), class = "wisp_input_error", regexp = "count likelihood")
+  expect_error(vcov(methods_fit_original()), class = "wisp_input_error")
+})
+
+test_that("Wald intervals of between-animal effects use t quantiles with df = animals - groups", {
+  design <- wisp_design(between = list(genotype = c("WT", "KO")),
+                        within = list(hemisphere = c("left", "right")), animals.per.group = 2)
+  counts <- wisp_simulate(design = design, n.genes = 2, n.bins = 30, degrees = 1L, seed = 16)
+  # Genotype is the between-animal factor: one genotype per animal.
+  expect_true(all(tapply(counts$genotype, counts$ran, function(g) length(unique(g))) == 1))
+  df <- length(unique(counts$ran)) - length(unique(counts$genotype))
+  expect_identical(df, 2L)
+  fit <- expect_silent(wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE))
+  # KO and left come first in sort order, so "WT" changes only the genotype;
+  # "right" and "WT:right" change the hemisphere, within animals.
+  expect_identical(fit$treatment$names, c("ref", "WT", "right", "WT:right"))
+  estimate <- coef(fit, "fixed")
+  p <- fit$parameters[match(names(estimate), fit$parameters$name), ]
+  variance <- diag(vcov(fit))[names(estimate)]
+  se <- ifelse(is.finite(variance) & variance > 0, sqrt(variance), NA_real_)
+  between <- p$treatment %in% "WT"
+  expect_gt(sum(between & !is.na(se)), 0)
+  quantile <- ifelse(between, stats::qt(0.975, df), stats::qnorm(0.975))
+  ci <- confint(fit, method = "wald")
+  expect_equal(unname(ci[, 1]), unname(estimate - quantile * se))
+  expect_equal(unname(ci[, 2]), unname(estimate + quantile * se))
+  statistic <- estimate / se
+  p_value <- ifelse(between, 2 * stats::pt(-abs(statistic), df), 2 * stats::pnorm(-abs(statistic)))
+  s <- summary(fit)$coefficients
+  beta <- p$role == "beta"
+  expect_equal(s$p.value[beta], unname(p_value[beta]))
+  expect_identical(s$df, ifelse(between, as.numeric(df), Inf))
+})
+
+test_that("confint.wisp gives order-statistic intervals from the replicates, for both likelihoods", {
+  for (booted in list(methods_booted(), methods_booted_original())) {
+    label <- fit_label(booted)
+    replicates <- used_replicates(booted)
+    for (level in c(0.95, 0.9, 0.8)) {
+      ci <- confint(booted, level = level)
+      expect_true(is.matrix(ci), label = label)
+      expect_identical(dim(ci), c(length(booted$fitted.parameters), 2L), label = label)
+      expect_identical(rownames(ci), names(booted$fitted.parameters), label = label)
+      by_hand <- apply(replicates, 2, order_statistics, level = level)
+      expect_equal(unname(ci), unname(t(by_hand)), label = paste(label, level))
+      expect_identical(confint(booted, method = "bootstrap", level = level), ci, label = label)
+    }
+    # 20 replicates or fewer are too few for a 95 % interval: k = 0.
+    expect_lte(nrow(replicates), 20)
+    expect_true(all(confint(booted)[, 1] == -Inf & confint(booted)[, 2] == Inf), label = label)
+    expect_identical(colnames(confint(booted)), c("2.5 %", "97.5 %"))
+
+    beta <- names(coef(booted, "beta"))
+    ci90 <- confint(booted, beta, level = 0.9)
+    expect_identical(rownames(ci90), beta, label = label)
+    expect_identical(colnames(ci90), c("5 %", "95 %"), label = label)
+    ci80 <- confint(booted, level = 0.8)
+    expect_identical(confint(booted, 2:3, level = 0.8), ci80[2:3, , drop = FALSE], label = label)
+    expect_error(confint(booted, "not a parameter"), class = "wisp_input_error")
+    expect_error(confint(booted, level = 2), class = "wisp_input_error")
+    # The bootstrap object itself: every successful replicate.
+    ok <- booted$bootstrap$diagnostics$ok
+    expect_equal(unname(confint(booted$bootstrap, level = 0.8)),
+                 unname(t(apply(booted$bootstrap$t[ok, , drop = FALSE], 2, order_statistics,
+                                level = 0.8))), label = label)
+  }
+  # The original's replicates all converge here, so both give the same intervals.
+  booted <- methods_booted_original()
+  expect_true(all(booted$bootstrap$diagnostics$converged))
+  expect_equal(confint(booted$bootstrap, level = 0.8), confint(booted, level = 0.8))
+  # With replicates, Wald intervals are still there for the count likelihood.
+  expect_equal(confint(methods_booted(), method = "wald"), confint(methods_fit()))
 })
 
 test_that("fitted.wisp and residuals.wisp follow R's conventions", {
+  for (fit in list(methods_fit(), methods_fit_original())) {
+    label <- fit_label(fit)
+    d <- fit$count.data.summed
+    expect_identical(fitted(fit), d$pred, label = label)
+    expect_identical(fitted(fit, type = "link"), d$pred.log, label = label)
+    expect_length(fitted(fit), nrow(d))
+    r <- residuals(fit)
+    expect_equal(r, d$count - d$pred, label = label)              # observed - fitted
+    expect_equal(residuals(fit, "log"), d$count.log - d$pred.log, label = label)
+    empty <- is.na(d$count)
+    expect_true(all(is.na(r[empty])), label = label)
+    expect_true(all(!is.na(r[!empty])), label = label)
+    expect_equal(resid(fit), r, label = label)
+    expect_error(residuals(fit, "pearson"), class = "wisp_input_error")
+  }
+
+  # Original: the 8 emptied cells have no count.
+  d <- methods_fit_original()$count.data.summed
+  expect_identical(sum(is.na(d$count)), 8L)
+  expect_true(all(is.na(d$count[d$ran == "mouse2" & d$species == "gene1" & d$bin %in% 3:6])))
+
+  # Count likelihood: mouse2's cells in bins 3 to 6 were measured (gene2 has
+  # tokens there), so gene1 counts 0 there; only population rows have no count.
   fit <- methods_fit()
   d <- fit$count.data.summed
-  expect_identical(fitted(fit), d$pred)
-  expect_identical(fitted(fit, type = "link"), d$pred.log)
-  expect_length(fitted(fit), nrow(d))
-  r <- residuals(fit)
-  expect_equal(r, d$count - d$pred)                      # observed - fitted
-  expect_equal(residuals(fit, "log"), d$count.log - d$pred.log)
-  empty <- is.na(d$count)
-  expect_identical(sum(empty), 8L)
-  expect_true(all(is.na(r[empty])))
-  expect_true(all(!is.na(r[!empty])))
-  expect_equal(resid(fit), r)
-  expect_error(residuals(fit, "pearson"), class = "wisp_input_error")
+  expect_identical(is.na(d$count), d$ran == "none")
+  emptied <- d$ran == "mouse2" & d$species == "gene1" & d$bin %in% 3:6
+  expect_identical(sum(emptied), 8L)
+  expect_true(all(d$count[emptied] == 0))
+  # Fitted values are expected counts: exposure x rate, with the rate
+  # r(psi) = 1e-8 + 1e-3 log(1 + exp((e^psi - 1) / 1e-3)) (design note 4);
+  # the rate itself on population rows. The log scale is psi.
+  x <- expm1(d$pred.log) / 1e-3
+  rate <- 1e-8 + 1e-3 * (pmax(x, 0) + log1p(exp(-abs(x))))
+  expect_equal(d$pred, ifelse(is.na(d$exposure), 1, d$exposure) * rate)
+  expect_equal(d$count.log, log1p(d$count / d$exposure))
+  # These data do not list every cell x gene pair (the emptied tokens), so
+  # the exposure is 1 per bin.
+  expect_identical(fit$exposure$rule, "none")
+  expect_true(all(d$exposure[!is.na(d$count)] == 1))
 })
 
-test_that("predict.wisp equals fitted() on the training grid", {
-  fit <- methods_fit()
-  d <- fit$count.data.summed
-  expect_equal(predict(fit, type = "response"), fitted(fit), tolerance = 1e-12)
-  expect_equal(predict(fit), fitted(fit, type = "link"), tolerance = 1e-12)
+test_that("predict.wisp equals fitted() on the training grid, for both likelihoods", {
+  for (fit in list(methods_fit(), methods_fit_original())) {
+    label <- fit_label(fit)
+    d <- fit$count.data.summed
+    expect_equal(predict(fit, type = "response"), fitted(fit), tolerance = 1e-12, label = label)
+    expect_equal(predict(fit), fitted(fit, type = "link"), tolerance = 1e-12, label = label)
 
-  set.seed(2)
-  rows <- sample(nrow(d), 50)
-  newdata <- d[rows, c("bin", "context", "species", "treatment", "ran")]
-  expect_equal(predict(fit, newdata, type = "response"), d$pred[rows], tolerance = 1e-12)
-  expect_equal(predict(fit, newdata), d$pred.log[rows], tolerance = 1e-12)
+    set.seed(2)
+    rows <- sample(nrow(d), 50)
+    newdata <- d[rows, c("bin", "context", "species", "treatment", "ran")]
+    expect_equal(predict(fit, newdata, type = "response"), d$pred[rows], tolerance = 1e-12,
+                 label = label)
+    expect_equal(predict(fit, newdata), d$pred.log[rows], tolerance = 1e-12, label = label)
 
-  # Without `ran`: the population curve.
-  grid <- data.frame(bin = 1:40, context = "context1", species = "gene2", treatment = "right")
-  population <- d[d$ran == "none" & d$species == "gene2" & d$treatment == "right", ]
-  expect_equal(predict(fit, grid, type = "response"), population$pred[order(population$bin)],
-               tolerance = 1e-12)
-  # Fixed-effect columns instead of `treatment`.
-  by_levels <- data.frame(bin = 1:40, context = "context1", species = "gene2", hemisphere = "right")
-  expect_equal(predict(fit, by_levels), predict(fit, grid))
+    # Without `ran`: the population curve.
+    grid <- data.frame(bin = 1:40, context = "context1", species = "gene2", treatment = "right")
+    population <- d[d$ran == "none" & d$species == "gene2" & d$treatment == "right", ]
+    expect_equal(predict(fit, grid, type = "response"), population$pred[order(population$bin)],
+                 tolerance = 1e-12, label = label)
+    # Fixed-effect columns instead of `treatment`.
+    by_levels <- data.frame(bin = 1:40, context = "context1", species = "gene2",
+                            hemisphere = "right")
+    expect_equal(predict(fit, by_levels), predict(fit, grid), label = label)
 
-  expect_error(predict(fit, transform(grid, bin = 0L)), class = "wisp_input_error")
-  expect_error(predict(fit, transform(grid, bin = bin + 1L)), class = "wisp_input_error")
-  expect_error(predict(fit, transform(grid, bin = 2.5)), class = "wisp_input_error")
-  expect_error(predict(fit, transform(grid, species = "gene")), class = "wisp_input_error")
-  expect_error(predict(fit, transform(grid, treatment = "left")), class = "wisp_input_error")
-  expect_error(predict(fit, grid[, -4]), class = "wisp_input_error")
-  expect_error(predict(fit, transform(grid, ran = "mouse9")), class = "wisp_input_error")
+    expect_error(predict(fit, transform(grid, bin = 0L)), class = "wisp_input_error")
+    expect_error(predict(fit, transform(grid, bin = bin + 1L)), class = "wisp_input_error")
+    expect_error(predict(fit, transform(grid, bin = 2.5)), class = "wisp_input_error")
+    expect_error(predict(fit, transform(grid, species = "gene")), class = "wisp_input_error")
+    expect_error(predict(fit, transform(grid, treatment = "left")), class = "wisp_input_error")
+    expect_error(predict(fit, grid[, -4]), class = "wisp_input_error")
+    expect_error(predict(fit, transform(grid, ran = "mouse9")), class = "wisp_input_error")
+  }
 })
 
 test_that("predict.wisp uses the estimates of a use.median fit", {
   skip_on_cran()
-  booted <- suppressWarnings(wisp(methods_counts(), model.settings = list(LRO_cost = "none"),
-                                  bootstraps.num = 20, ran.seed = 1, use.median = TRUE,
-                                  verbose = FALSE))
-  expect_equal(predict(booted, type = "response"), fitted(booted), tolerance = 1e-12)
+  for (likelihood in c("nb", "original")) {
+    booted <- suppressWarnings(wisp(methods_counts(),
+                                    model.settings = list(likelihood = likelihood, LRO_cost = "none"),
+                                    bootstraps.num = 20, ran.seed = 1, use.median = TRUE,
+                                    verbose = FALSE))
+    expect_equal(predict(booted, type = "response"), fitted(booted), tolerance = 1e-12,
+                 label = likelihood)
+  }
 })
 
-test_that("logLik, nobs, AIC and BIC agree with the fit", {
-  fit <- methods_fit()
+test_that("logLik, nobs, AIC and BIC of the original use every parameter", {
+  fit <- methods_fit_original()
   ll <- logLik(fit)
   expect_s3_class(ll, "logLik")
   expect_equal(as.numeric(ll), -fit$fit.diagnostics$neg.loglik)
@@ -159,46 +403,81 @@ test_that("logLik, nobs, AIC and BIC agree with the fit", {
   expect_equal(BIC(fit), 2 * fit$fit.diagnostics$neg.loglik + log(n) * df)
 })
 
+test_that("logLik of the count likelihood counts informed fixed effects, SDs and dispersions", {
+  fit <- methods_fit()
+  ll <- logLik(fit)
+  expect_s3_class(ll, "logLik")
+  expect_equal(as.numeric(ll), -fit$fit.diagnostics$neg.loglik)
+  # df by hand: fixed effects the data inform (not NaN), the three SDs of
+  # each gene (3 animals: all estimated) and the dispersions.
+  p <- fit$parameters
+  estimates <- fit$fitted.parameters
+  informed <- sum(p$role %in% c("baseline", "beta") & !is.nan(estimates))
+  df <- informed + 3 * 2 + sum(p$role == "dispersion" & is.finite(estimates))
+  expect_identical(sum(p$role == "sd"), 6L)
+  expect_lt(df, length(estimates)) # the conditional modes are not parameters
+  expect_identical(fit$fit.diagnostics$df, as.integer(df))
+  expect_identical(attr(ll, "df"), as.integer(fit$fit.diagnostics$df))
+  n <- observed_count_rows(methods_counts())
+  expect_identical(nobs(fit), n)
+  expect_identical(attr(ll, "nobs"), n)
+  expect_equal(AIC(fit), 2 * fit$fit.diagnostics$neg.loglik + 2 * df)
+  expect_equal(BIC(fit), 2 * fit$fit.diagnostics$neg.loglik + log(n) * df)
+  expect_output(print(summary(fit)), sprintf("(df = %d, nobs = %d)", df, n), fixed = TRUE)
+})
+
 test_that("wisp_bootstrap: print, summary and as.data.frame", {
-  booted <- methods_booted()
-  boot <- booted$bootstrap
-  expect_s3_class(boot, "wisp_bootstrap")
-  out <- capture.output(res <- print(boot))
-  expect_identical(res, boot)
-  expect_true(any(grepl("20 replicates", out, fixed = TRUE)))
+  for (booted in list(methods_booted(), methods_booted_original())) {
+    label <- fit_label(booted)
+    boot <- booted$bootstrap
+    expect_s3_class(boot, "wisp_bootstrap")
+    expect_identical(boot$resample, if (label == "nb") "animals" else "cells")
+    out <- capture.output(res <- print(boot))
+    expect_identical(res, boot)
+    expect_true(any(grepl("20 replicates", out, fixed = TRUE)), label = label)
 
-  s <- summary(boot)
-  expect_s3_class(s, "summary.wisp_bootstrap")
-  expect_identical(sum(s$codes), 20L)
-  expect_identical(s$ok, sum(boot$diagnostics$ok))
-  expect_identical(rownames(s$time), "seconds")
-  expect_identical(rownames(s$memory), c("peak_rss_mb", "pss_mb", "private_dirty_mb"))
-  expect_identical(names(s$time), c("min", "median", "mean", "max"))
-  expect_equal(s$time$median, stats::median(boot$diagnostics$seconds))
-  expect_output(print(s), "Convergence codes")
+    s <- summary(boot)
+    expect_s3_class(s, "summary.wisp_bootstrap")
+    expect_identical(sum(s$codes), 20L)
+    expect_identical(s$ok, sum(boot$diagnostics$ok))
+    expect_identical(s$converged, sum(boot$diagnostics$converged %in% TRUE))
+    expect_identical(rownames(s$time), "seconds")
+    expect_identical(rownames(s$memory), c("peak_rss_mb", "pss_mb", "private_dirty_mb"))
+    expect_identical(names(s$time), c("min", "median", "mean", "max"))
+    expect_equal(s$time$median, stats::median(boot$diagnostics$seconds))
+    expect_output(print(s), "Convergence codes")
 
-  df <- as.data.frame(boot)
-  expect_s3_class(df, "data.frame")
-  expect_identical(nrow(df), 20L)
-  expect_identical(names(df), c("replicate", names(boot$diagnostics), names(boot$t0)))
-  expect_identical(df$replicate, 1:20)
-  expect_equal(unname(as.matrix(df[names(boot$t0)])), unname(boot$t))
-  expect_identical(df$code, boot$diagnostics$code)
+    df <- as.data.frame(boot)
+    expect_s3_class(df, "data.frame")
+    expect_identical(nrow(df), 20L)
+    expect_identical(names(df), c("replicate", names(boot$diagnostics), names(boot$t0)))
+    expect_identical(df$replicate, 1:20)
+    expect_equal(unname(as.matrix(df[names(boot$t0)])), unname(boot$t), label = label)
+    expect_identical(df$code, boot$diagnostics$code)
+  }
 })
 
 test_that("wisp_bootstrap methods record failed replicates", {
-  boot <- methods_booted()$bootstrap
-  boot$diagnostics$ok[2] <- FALSE
-  boot$diagnostics$converged[2] <- NA
-  boot$diagnostics$code[2] <- NA
-  boot$diagnostics$reason[2] <- "timeout"
-  boot$t[2, ] <- NA
-  s <- summary(boot)
-  expect_identical(unname(s$codes[["failed"]]), 1L)
-  expect_identical(unname(s$reasons[["timeout"]]), 1L)
-  expect_output(print(s), "Failure reasons")
-  expect_true(all(is.na(unlist(as.data.frame(boot)[2, names(boot$t0)]))))
-  ci <- confint(boot)
-  by_hand <- apply(boot$t[-2, ], 2, stats::quantile, probs = c(0.025, 0.975), names = FALSE)
-  expect_equal(unname(ci), unname(t(by_hand)))
+  for (booted in list(methods_booted(), methods_booted_original())) {
+    label <- fit_label(booted)
+    boot <- booted$bootstrap
+    boot$diagnostics$ok[2] <- FALSE
+    boot$diagnostics$converged[2] <- NA
+    boot$diagnostics$code[2] <- NA
+    boot$diagnostics$reason[2] <- "timeout"
+    boot$t[2, ] <- NA
+    s <- summary(boot)
+    expect_identical(unname(s$codes[["failed"]]), 1L)
+    expect_identical(unname(s$reasons[["timeout"]]), 1L)
+    expect_output(print(s), "Failure reasons")
+    expect_true(all(is.na(unlist(as.data.frame(boot)[2, names(boot$t0)]))))
+    ci <- confint(boot, level = 0.8)
+    by_hand <- apply(boot$t[-2, ], 2, order_statistics, level = 0.8)
+    expect_equal(unname(ci), unname(t(by_hand)), label = label)
+    # 19 replicates at 80 %: k = ceiling(0.2 x 20 / 2) - 1 = 1, the extremes
+    # (estimates a replicate could not inform, NaN, are left out).
+    complete <- colSums(is.na(boot$t[-2, ])) == 0
+    expect_equal(unname(ci[complete, 1]), unname(apply(boot$t[-2, complete], 2, min)), label = label)
+    expect_equal(unname(ci[complete, 2]), unname(apply(boot$t[-2, complete], 2, max)), label = label)
+  }
 })

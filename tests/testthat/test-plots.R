@@ -9,6 +9,11 @@ plots_fit <- once(function() {
   wisp(plots_counts(), model.settings = list(LRO_cost = "none"), verbose = FALSE)
 })
 
+plots_fit_original <- once(function() {
+  wisp(plots_counts(), model.settings = list(likelihood = "original", LRO_cost = "none"),
+       verbose = FALSE)
+})
+
 plots_booted <- once(function() {
   suppressWarnings(wisp(plots_counts(), model.settings = list(LRO_cost = "none"),
                         bootstraps.num = 20, ran.seed = 1, verbose = FALSE))
@@ -24,31 +29,46 @@ expect_builds <- function(p) {
 }
 
 test_that("the rate-count plot has counts, sample curves, population curves and change points", {
-  fit <- plots_fit()
-  p <- plot(fit)
-  expect_builds(p)
-  expect_identical(layer_geoms(p), c("GeomPoint", "GeomLine", "GeomLine", "GeomVline"))
-  expect_s3_class(p$facet, "FacetGrid")
+  for (fit in list(plots_fit(), plots_fit_original())) {
+    label <- fit_label(fit)
+    p <- plot(fit)
+    expect_builds(p)
+    expect_identical(layer_geoms(p), c("GeomPoint", "GeomLine", "GeomLine", "GeomVline"))
+    expect_s3_class(p$facet, "FacetGrid")
 
-  counts <- p$layers[[1]]$data
-  expect_true(all(counts$ran != "none"))
-  expect_false(anyNA(counts$y.count))
-  expect_equal(counts$y.count, counts$count)
-  expect_s3_class(p$layers[[1]]$position, "PositionJitter")
-  expect_equal(p$layers[[1]]$aes_params$alpha, fit$plot.settings$count.alpha.ran)
+    # Counts and curves per unit of exposure: the count likelihood's cell
+    # keys hold 5 cells each here (exposure "tokens"), the original's 1.
+    exposure <- if (label == "nb") 5 else 1
+    counts <- p$layers[[1]]$data
+    expect_true(all(counts$ran != "none"))
+    expect_false(anyNA(counts$y.count))
+    expect_equal(counts$y.count, counts$count / exposure, label = label)
+    expect_s3_class(p$layers[[1]]$position, "PositionJitter")
+    expect_equal(p$layers[[1]]$aes_params$alpha, fit$plot.settings$count.alpha.ran)
 
-  samples <- p$layers[[2]]$data
-  expect_true(all(samples$ran != "none"))
-  expect_identical(p$layers[[2]]$aes_params$linetype, "dashed")
-  expect_identical(length(unique(samples$curve)), 3L * 2L) # mice x treatments
+    samples <- p$layers[[2]]$data
+    expect_true(all(samples$ran != "none"))
+    expect_identical(p$layers[[2]]$aes_params$linetype, "dashed")
+    expect_identical(length(unique(samples$curve)), 3L * 2L) # mice x treatments
+    expect_equal(samples$y.pred, samples$pred / exposure, label = label)
 
-  population <- p$layers[[3]]$data
-  expect_true(all(population$ran == "none"))
-  expect_equal(population$y.pred, population$pred)
-  expect_identical(levels(population$treatment), fit$treatment$names)
+    population <- p$layers[[3]]$data
+    expect_true(all(population$ran == "none"))
+    expect_equal(population$y.pred, population$pred)
+    expect_identical(levels(population$treatment), fit$treatment$names)
+    # Points and the population curve are on one scale: the mean count per
+    # unit of exposure is near the population rate.
+    key <- function(x) paste(x$species, x$treatment, x$bin)
+    observed_mean <- tapply(counts$y.count, key(counts), mean)
+    ratio <- observed_mean[key(population)] / population$y.pred
+    expect_gt(stats::median(ratio), 0.8, label = label)
+    expect_lt(stats::median(ratio), 1.25, label = label)
 
-  expect_identical(nrow(p$layers[[4]]$data), nrow(fit$change.points))
-  expect_identical(p$labels$y, "rate (expected count)")
+    expect_identical(nrow(p$layers[[4]]$data), nrow(fit$change.points))
+  }
+  expect_identical(plots_fit()$exposure$rule, "tokens")
+  expect_identical(plot(plots_fit())$labels$y, "rate (expected count per cell)")
+  expect_identical(plot(plots_fit_original())$labels$y, "rate (expected count)")
 })
 
 test_that("the rate-count plot selects genes and contexts and draws the log scale", {
@@ -78,22 +98,30 @@ test_that("a bootstrapped rate-count plot has the interval band", {
   expect_identical(layer_geoms(p), c("GeomRibbon", "GeomPoint", "GeomLine", "GeomLine", "GeomVline"))
   band <- p$layers[[1]]$data
   expect_true(all(band$ran == "none"))
-  expect_equal(band$y.low, exp(band$pred.low) - 1)
-  expect_equal(band$y.high, exp(band$pred.high) - 1)
+  # The count likelihood's rate of psi (design note 4), by hand.
+  rate <- function(psi) {
+    x <- expm1(psi) / 1e-3
+    1e-8 + 1e-3 * (pmax(x, 0) + log1p(exp(-abs(x))))
+  }
+  expect_equal(band$y.low, rate(band$pred.low))
+  expect_equal(band$y.high, rate(band$pred.high))
   p <- plot(fit, log.scale = TRUE)
   expect_equal(p$layers[[1]]$data$y.low, p$layers[[1]]$data$pred.low)
   expect_false("GeomRibbon" %in% layer_geoms(plot(fit, ci = FALSE)))
 })
 
 test_that("the parameter plot shows estimates, with intervals when bootstrapped", {
-  fit <- plots_fit()
-  p <- plot(fit, type = "parameters")
-  expect_builds(p)
-  expect_identical(layer_geoms(p), "GeomPoint")
-  fixed <- fit$parameters$role != "warp"
-  expect_identical(p$data$parameter, fit$parameters$name[fixed])
-  expect_equal(p$data$estimate, unname(fit$fitted.parameters[fixed]))
-  expect_s3_class(p$facet, "FacetGrid")
+  for (fit in list(plots_fit(), plots_fit_original())) {
+    p <- plot(fit, type = "parameters")
+    expect_builds(p)
+    expect_identical(layer_geoms(p), "GeomPoint")
+    # By default the fixed effects: baseline values and treatment effects (not
+    # the random effects, nor the count likelihood's SDs and dispersions).
+    fixed <- fit$parameters$role %in% c("baseline", "beta")
+    expect_identical(p$data$parameter, fit$parameters$name[fixed], label = fit_label(fit))
+    expect_equal(p$data$estimate, unname(fit$fitted.parameters[fixed]), label = fit_label(fit))
+    expect_s3_class(p$facet, "FacetGrid")
+  }
 
   booted <- plots_booted()
   p <- plot(booted, type = "parameters")
@@ -132,20 +160,23 @@ test_that("the effect plot marks significance per treatment effect", {
 })
 
 test_that("the residual plot shows log residuals: histogram and against fitted", {
-  fit <- plots_fit()
-  p <- plot(fit, type = "residuals")
-  expect_builds(p)
-  expect_identical(layer_geoms(p), c("GeomBar", "GeomPoint", "GeomHline"))
-  d <- fit$count.data.summed
-  observed <- !is.na(d$count.log)
-  expect_equal(p$layers[[1]]$data$residual, d$count.log[observed] - d$pred.log[observed])
-  scatter <- p$layers[[2]]$data
-  expect_equal(scatter$fitted, d$pred.log[observed])
-  expect_equal(scatter$residual, residuals(fit, "log")[observed])
-  expect_s3_class(p$facet, "FacetWrap")
+  for (fit in list(plots_fit(), plots_fit_original())) {
+    label <- fit_label(fit)
+    p <- plot(fit, type = "residuals")
+    expect_builds(p)
+    expect_identical(layer_geoms(p), c("GeomBar", "GeomPoint", "GeomHline"))
+    d <- fit$count.data.summed
+    observed <- !is.na(d$count.log)
+    expect_equal(p$layers[[1]]$data$residual, d$count.log[observed] - d$pred.log[observed],
+                 label = label)
+    scatter <- p$layers[[2]]$data
+    expect_equal(scatter$fitted, d$pred.log[observed], label = label)
+    expect_equal(scatter$residual, residuals(fit, "log")[observed], label = label)
+    expect_s3_class(p$facet, "FacetWrap")
 
-  p <- plot(fit, type = "residuals", species = "gene1")
-  expect_identical(nrow(p$layers[[2]]$data), sum(observed & d$species == "gene1"))
+    p <- plot(fit, type = "residuals", species = "gene1")
+    expect_identical(nrow(p$layers[[2]]$data), sum(observed & d$species == "gene1"))
+  }
 })
 
 test_that("the bootstrap plot shows time and memory per replicate and convergence codes", {

@@ -154,42 +154,75 @@ test_that("malformed inputs to wisp(), bs_batch() and wisp_simulate() are classe
   expect_identical(child_pids(), integer())
 })
 
+# Warnings of `code`, muffled and collected, with its value.
+warnings_of <- function(code) {
+  said <- character()
+  value <- withCallingHandlers(code, warning = function(w) {
+    said <<- c(said, conditionMessage(w))
+    invokeRestart("muffleWarning")
+  })
+  list(value = value, said = said)
+}
+
 test_that("unusual but valid inputs fit, with documented warnings where they are suspect", {
   base <- small_counts()
-  W <- function(data) wisp(data, model.settings = list(LRO_cost = "none"), verbose = FALSE)
-  # NA counts: dropped with a warning
-  data <- base
-  data$count[1:3] <- NA
-  expect_warning(W(data), "Dropped 3 tokens with an NA count")
-  # counts of 1e9: a warning that they are implausible, and a finite fit
-  data <- base
-  data$count[1:2] <- 1e9
-  expect_warning(fit <- W(data), "2 counts above 1e\\+07")
-  expect_true(all(is.finite(fit$fitted.parameters)))
-  # duplicated rows are tokens (two cells with the same count): accepted and
-  # counted, so doubling every row doubles every summed count
-  once <- W(base)
-  twice <- W(rbind(base, base))
-  observed <- !is.na(once$count.data.summed$count) & once$count.data.summed$ran != "none"
-  expect_equal(twice$count.data.summed$count[observed], 2 * once$count.data.summed$count[observed])
-  # a single bin, a single gene, a single random level
-  expect_s3_class(W(transform(base, bin = 1)), "wisp")
-  expect_identical(W(base[base$species == "gene1", ])$grouping.variables$species.lvls, "gene1")
-  single_ran <- W(base[base$ran == "mouse1", ])
-  expect_false(any(grepl("wfactor", names(single_ran$fitted.parameters))))
-  # non-ASCII labels in UTF-8 and latin1 (same labels either way)
-  utf8 <- base
-  utf8$species <- ifelse(utf8$species == "gene1", "G\u00e4d1", "\u03b1-Actin")
-  latin1 <- base
-  latin1$species <- iconv(ifelse(latin1$species == "gene1", "G\u00e4d1", "M\u00fcller"), "UTF-8", "latin1")
-  expect_identical(Encoding(latin1$species[1]), "latin1")
-  expect_setequal(W(utf8)$grouping.variables$species.lvls, c("G\u00e4d1", "\u03b1-Actin"))
-  expect_setequal(enc2utf8(W(latin1)$grouping.variables$species.lvls),
-                  c("G\u00e4d1", "M\u00fcller"))
-  # a non-ASCII fixed-effect name
-  renamed <- base
-  names(renamed)[names(renamed) == "hemisphere"] <- "h\u00e9misph\u00e8re"
-  expect_s3_class(W(renamed), "wisp")
+  for (likelihood in c("nb", "original")) {
+    W <- function(data) {
+      wisp(data, model.settings = list(likelihood = likelihood, LRO_cost = "none"),
+           verbose = FALSE)
+    }
+    # NA counts: dropped with a warning
+    data <- base
+    data$count[1:3] <- NA
+    expect_warning(W(data), "Dropped 3 tokens with an NA count")
+    # counts of 1e9: a warning that they are implausible, and a fit of
+    # numbers: finite, except estimates the count likelihood reports as not
+    # informed by the data (NaN)
+    data <- base
+    data$count[1:2] <- 1e9
+    run <- warnings_of(W(data))
+    expect_true(any(grepl("2 counts above 1e+07", run$said, fixed = TRUE)), label = likelihood)
+    estimates <- run$value$fitted.parameters
+    expect_false(any(is.infinite(estimates)), label = likelihood)
+    expect_false(anyNA(estimates[!is.nan(estimates)]), label = likelihood)
+    expect_true(is.finite(run$value$fit.diagnostics$neg.loglik), label = likelihood)
+    if (likelihood == "original") expect_true(all(is.finite(estimates)))
+    # duplicated rows are tokens (two cells with the same count): accepted and
+    # counted, so doubling every row doubles every summed count
+    once <- W(base)
+    twice <- W(rbind(base, base))
+    observed <- !is.na(once$count.data.summed$count) & once$count.data.summed$ran != "none"
+    expect_equal(twice$count.data.summed$count[observed],
+                 2 * once$count.data.summed$count[observed], label = likelihood)
+    if (likelihood == "nb") {
+      # ... and, with one token per cell and gene, the exposure too
+      expect_identical(once$exposure$rule, "tokens")
+      expect_equal(twice$count.data.summed$exposure[observed],
+                   2 * once$count.data.summed$exposure[observed])
+    }
+    # a single bin, a single gene, a single random level
+    single_bin <- W(transform(base, bin = 1))
+    expect_s3_class(single_bin, "wisp")
+    expect_true(all(single_bin$degrees == 0), label = likelihood)
+    expect_true(all(is.finite(coef(single_bin, "fixed"))), label = likelihood)
+    expect_identical(W(base[base$species == "gene1", ])$grouping.variables$species.lvls, "gene1")
+    single_ran <- W(base[base$ran == "mouse1", ])
+    expect_false(any(grepl("wfactor", names(single_ran$fitted.parameters))), label = likelihood)
+    # non-ASCII labels in UTF-8 and latin1 (same labels either way)
+    utf8 <- base
+    utf8$species <- ifelse(utf8$species == "gene1", "G\u00e4d1", "\u03b1-Actin")
+    latin1 <- base
+    latin1$species <- iconv(ifelse(latin1$species == "gene1", "G\u00e4d1", "M\u00fcller"),
+                            "UTF-8", "latin1")
+    expect_identical(Encoding(latin1$species[1]), "latin1")
+    expect_setequal(W(utf8)$grouping.variables$species.lvls, c("G\u00e4d1", "\u03b1-Actin"))
+    expect_setequal(enc2utf8(W(latin1)$grouping.variables$species.lvls),
+                    c("G\u00e4d1", "M\u00fcller"))
+    # a non-ASCII fixed-effect name
+    renamed <- base
+    names(renamed)[names(renamed) == "hemisphere"] <- "h\u00e9misph\u00e8re"
+    expect_s3_class(W(renamed), "wisp")
+  }
 })
 
 test_that("every injected fault fails only its replicate, with its reason, and leaves no trace", {

@@ -6,7 +6,11 @@ fixture_fit <- function() readRDS(test_path("fixtures", "fit-v0.rds"))
 test_that("a fit saved by wispack 0.1.0 bootstraps and predicts exactly as it did", {
   old <- fixture_fit()
   expect_true(is.raw(old$plan) && is.raw(old$model)) # the old layout: two copies
-  expect_identical(wispack:::plan_info_rust(old$plan)$format, 0L)
+  # A fit without a likelihood is the original's, resampled by cells.
+  expect_identical(wispack:::fit_likelihood(old), "original")
+  info <- wispack:::plan_info_rust(old$plan, "cells")
+  expect_identical(info$format, 0L)
+  expect_identical(info$likelihood, "original")
   again <- bs_batch(old, 4, seed = old$bootstrap$seed)
   expect_identical(again$t, old$bootstrap$t)
   expect_identical(again$diagnostics$pen.neg.value, old$bootstrap$diagnostics$pen.neg.value)
@@ -18,39 +22,77 @@ test_that("a fit saved by wispack 0.1.0 bootstraps and predicts exactly as it di
   expect_identical(bands[[1]], old$count.data.summed$pred.low)
   expect_identical(bands[[2]], old$count.data.summed$pred.high)
   # The methods work on its fields (the old fit.diagnostics lack the new columns).
+  expect_identical(again$resample, "cells")
   expect_output(print(old), "Fit: converged")
   expect_output(print(summary(old)), "Fixed effects")
+  # Its statistics are the original's centred ones, and say so.
+  expect_output(print(summary(old)), "centred p-values")
+  expect_identical(summary(old)$method, "centred")
+  expect_identical(summary(old)$coefficients$p.value.adj,
+                   old$stats$parameters$p.value.adj[old$parameters$role != "warp"])
   expect_identical(coef(old), old$fitted.parameters)
 })
 
 test_that("refitting the fixture's data gives exactly what wispack 0.1.0 computed", {
   old <- fixture_fit()
-  # The call of tests/testthat/fixtures/make-fit-v0.R.
-  counts <- wisp_simulate(n.genes = 1, n.random = 2, n.bins = 16, cells.per.bin = 2, seed = 5)
+  # The data of tests/testthat/fixtures/make-fit-v0.R, drawn by the 0.1.0
+  # simulator (see make-counts-v0.R), refitted with the original's objective.
+  counts <- readRDS(test_path("fixtures", "counts-v0.rds"))
   fit <- suppressWarnings(wisp(counts, bootstraps.num = 4, ran.seed = 7, verbose = FALSE,
-                               model.settings = list(LRO_cost = "none")))
-  for (field in c("fitted.parameters", "start", "count.data.summed", "stats", "change.points",
+                               model.settings = list(likelihood = "original", LRO_cost = "none")))
+  for (field in c("fitted.parameters", "start", "count.data.summed", "change.points",
                   "weight.matrix", "gamma.dispersion", "degrees", "parameters", "param.idx0",
-                  "settings", "treatment", "fix", "sample.params.bs", "diagnostics.bs")) {
+                  "treatment", "fix", "sample.params.bs", "diagnostics.bs")) {
     expect_identical(fit[[field]], old[[field]], label = field)
   }
+  # Settings: 0.1.0's, plus those of the count likelihood.
+  expect_identical(fit$settings[names(old$settings)], old$settings)
+  expect_identical(fit$settings$likelihood, "original")
   expect_identical(fit$bootstrap$t, old$bootstrap$t)
   shared <- names(old$fit.diagnostics)
   expect_identical(fit$fit.diagnostics[setdiff(shared, "seconds")],
                    old$fit.diagnostics[setdiff(shared, "seconds")])
+  # 0.1.0's statistics were the centred ones: the original's routine gives
+  # them bit for bit, and wisp_statistics(method = "centred") shows them.
+  replicates <- fit$bootstrap$t[fit$bootstrap$diagnostics$converged, , drop = FALSE]
+  expect_identical(nrow(replicates), old$stats$replicates.used)
+  tested <- fit$parameters$role == "beta"
+  expect_identical(wispack:::parameter_statistics(fit$fitted.parameters, replicates, tested,
+                                                  0.05, "holm"),
+                   old$stats$parameters)
+  centred <- wisp_statistics(fit, method = "centred")$stats
+  expect_identical(centred$method, "centred")
+  at <- match(centred$parameters$parameter, old$stats$parameters$parameter)
+  for (column in c("estimate", "CI.low", "CI.high", "p.value", "p.value.adj", "significance")) {
+    expect_identical(centred$parameters[[column]], old$stats$parameters[[column]][at],
+                     label = column)
+  }
+  # The fit's own statistics follow today's rule: never 0.
+  expect_identical(fit$stats$method, "percentile")
+  expect_true(all(fit$stats$parameters$p.value >= 2 / 5, na.rm = TRUE))
 })
 
 test_that("a new fit keeps one plan, versioned, that round-trips through saveRDS", {
-  fit <- small_fit()
-  expect_null(fit[["model"]])
-  expect_identical(rawToChar(fit$plan[1:8]), "WISPSAVE")
-  expect_identical(wispack:::plan_info_rust(fit$plan)$format, 1L)
-  path <- tempfile(fileext = ".rds")
-  on.exit(unlink(path))
-  saveRDS(fit, path)
-  reloaded <- readRDS(path)
-  expect_identical(bs_batch(reloaded, 3, seed = 5)$t, bs_batch(fit, 3, seed = 5)$t)
-  expect_identical(predict(reloaded), fit$count.data.summed$pred.log)
+  for (fit in list(small_fit(), small_fit_original())) {
+    label <- fit_label(fit)
+    expect_null(fit[["model"]])
+    expect_identical(rawToChar(fit$plan[1:8]), "WISPSAVE")
+    resample <- if (label == "nb") "animals" else "cells"
+    info <- wispack:::plan_info_rust(fit$plan, resample)
+    expect_identical(info$format, 1L, label = label)
+    expect_identical(info$likelihood, label)
+    path <- tempfile(fileext = ".rds")
+    saveRDS(fit, path)
+    reloaded <- readRDS(path)
+    unlink(path)
+    boot <- bs_batch(reloaded, 3, seed = 5)
+    expect_identical(boot$resample, resample)
+    expect_identical(boot$t, bs_batch(fit, 3, seed = 5)$t, label = label)
+    expect_identical(predict(reloaded), fit$count.data.summed$pred.log, label = label)
+  }
+  # The resampling scheme is part of the checkpoint key.
+  expect_false(identical(wispack:::plan_info_rust(small_fit_original()$plan, "cells")$key,
+                         wispack:::plan_info_rust(small_fit_original()$plan, "animals")$key))
 })
 
 # bs_batch() on a copy of `fit` whose plan is `plan`: NULL when it runs, or
@@ -64,20 +106,22 @@ classes_of_bootstrap <- function(fit, plan) {
 }
 
 test_that("every flipped byte and every cut of a saved plan is a corrupt-fit error", {
+  for (fit in list(small_fit(), small_fit_original())) {
+    plan <- fit$plan
+    set.seed(20)
+    positions <- unique(c(1:40, sort(sample(length(plan), 200))))
+    for (at in positions) {
+      damaged <- plan
+      damaged[at] <- as.raw(bitwXor(as.integer(damaged[at]), sample(255, 1)))
+      expect_identical(classes_of_bootstrap(fit, damaged)[1], "wisp_corrupt_error",
+                       label = sprintf("%s: byte %d", fit_label(fit), at))
+    }
+    for (cut in unique(c(0:30, sort(sample(length(plan) - 1, 100))))) {
+      expect_identical(classes_of_bootstrap(fit, plan[seq_len(cut)])[1], "wisp_corrupt_error",
+                       label = sprintf("%s: cut at %d", fit_label(fit), cut))
+    }
+  }
   fit <- small_fit()
-  plan <- fit$plan
-  set.seed(20)
-  positions <- unique(c(1:40, sort(sample(length(plan), 200))))
-  for (at in positions) {
-    damaged <- plan
-    damaged[at] <- as.raw(bitwXor(as.integer(damaged[at]), sample(255, 1)))
-    expect_identical(classes_of_bootstrap(fit, damaged)[1], "wisp_corrupt_error",
-                     label = sprintf("byte %d", at))
-  }
-  for (cut in unique(c(0:30, sort(sample(length(plan) - 1, 100))))) {
-    expect_identical(classes_of_bootstrap(fit, plan[seq_len(cut)])[1], "wisp_corrupt_error",
-                     label = sprintf("cut at %d", cut))
-  }
   damaged <- fit
   damaged$plan[100] <- as.raw(bitwXor(as.integer(damaged$plan[100]), 1L))
   error <- expect_error(bs_batch(damaged, 2), class = "wisp_corrupt_error")
@@ -87,22 +131,27 @@ test_that("every flipped byte and every cut of a saved plan is a corrupt-fit err
 
 test_that("damaged payloads behind a valid checksum are classed errors or valid plans", {
   skip_without_test_hooks()
-  fit <- small_fit()
-  plan <- fit$plan
   header <- 8 + 16 # magic, length and checksum
-  set.seed(21)
-  outcomes <- character()
-  for (case in 1:300) {
-    damaged <- plan
-    at <- header + sample(length(plan) - header, sample(3, 1))
-    damaged[at] <- as.raw(bitwXor(as.integer(damaged[at]), sample(255, length(at), TRUE)))
-    if (case %% 5 == 0) damaged <- damaged[seq_len(header + sample(length(plan) - header, 1))]
-    classes <- classes_of_bootstrap(fit, wispack:::saved_reseal_rust(damaged))
-    outcomes <- c(outcomes, if (is.null(classes)) "ran" else classes[1])
-    if (!is.null(classes)) expect_true("wisp_input_error" %in% classes, label = paste("case", case))
+  for (fit in list(small_fit(), small_fit_original())) {
+    label <- fit_label(fit)
+    cases <- if (label == "nb") 300 else 150
+    plan <- fit$plan
+    set.seed(21)
+    outcomes <- character()
+    for (case in seq_len(cases)) {
+      damaged <- plan
+      at <- header + sample(length(plan) - header, sample(3, 1))
+      damaged[at] <- as.raw(bitwXor(as.integer(damaged[at]), sample(255, length(at), TRUE)))
+      if (case %% 5 == 0) damaged <- damaged[seq_len(header + sample(length(plan) - header, 1))]
+      classes <- classes_of_bootstrap(fit, wispack:::saved_reseal_rust(damaged))
+      outcomes <- c(outcomes, if (is.null(classes)) "ran" else classes[1])
+      if (!is.null(classes)) {
+        expect_true("wisp_input_error" %in% classes, label = paste(label, "case", case))
+      }
+    }
+    # Most damage breaks decoding or an invariant; some leaves a valid plan.
+    expect_gt(sum(outcomes == "wisp_corrupt_error"), cases / 2, label = label)
   }
-  # Most damage breaks decoding or an invariant; some leaves a valid plan.
-  expect_gt(sum(outcomes == "wisp_corrupt_error"), 150)
 })
 
 test_that("a plan of a newer format is refused with the version that wrote it", {

@@ -695,6 +695,24 @@ mod tests {
     }
 
     #[test]
+    fn a_single_bin_fits_curves_without_transitions() {
+        let spec = Simulation {
+            bins: 1,
+            degrees: vec![0, 0],
+            missing: 0.0,
+            ..Simulation::default()
+        };
+        let (model, _) = simulate(&spec, 5);
+        for s in 0..spec.species {
+            let fit = fit_species(&model, s, None, None, &CountFitSettings::default()).unwrap();
+            assert!(fit.converged, "{fit:?}");
+        }
+        // A transition still needs room: one bin has none for it.
+        let structure = crate::model::Structure::new(1, 2, vec![1, 0]).unwrap();
+        assert!(model.with_structure(structure).is_err());
+    }
+
+    #[test]
     fn a_warm_start_from_the_estimate_stops_at_once() {
         let (model, _) = simulate(&Simulation::default(), 4);
         let settings = CountFitSettings::default();

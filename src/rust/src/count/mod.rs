@@ -90,8 +90,10 @@ impl CountModel {
             }
         }
         let bins = shape.bins as f64;
-        let most = structure.max_degree() as f64 + 1.0;
-        if !(point_gap.is_finite() && point_gap >= 0.0 && most * point_gap < bins) {
+        let degree = structure.max_degree();
+        // Curves without transitions have no points to space: any number of bins will do.
+        let spaced = degree == 0 || (degree as f64 + 1.0) * point_gap < bins;
+        if !(point_gap.is_finite() && point_gap >= 0.0 && spaced) {
             return Err(format!(
                 "curves of {} transitions need more than {} bins with transitions at least {point_gap} bins apart",
                 structure.max_degree(),
