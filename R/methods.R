@@ -410,6 +410,9 @@ match_prediction_rows <- function(object, summed, newdata, call = sys.call(-1)) 
   } else {
     treatment <- as.character(newdata$treatment)
   }
+  # "ref" (the reference's name before it was named by its levels) still works
+  reference <- reference_treatment_name(unname(object$fix$ref.lvl), object$treatment$names[-1])
+  treatment <- as_treatment_names(treatment, reference)
   for (column in c("bin", "context", "species")) {
     if (is.null(newdata[[column]])) stop_input("`newdata` needs a `", column, "` column.", call = call)
   }
@@ -434,7 +437,7 @@ match_prediction_rows <- function(object, summed, newdata, call = sys.call(-1)) 
   }
   check_levels(as.character(newdata$context), object$grouping.variables$context.lvls, "context")
   check_levels(as.character(newdata$species), object$grouping.variables$species.lvls, "species")
-  check_levels(treatment, object$treatment$names, "treatment")
+  check_levels(treatment, as_treatment_names(object$treatment$names, reference), "treatment")
   check_levels(ran, summed_ran, "ran")
   key <- function(r, c, s, t, b) paste(r, c, s, t, as.integer(b), sep = "\r")
   at <- match(key(ran, as.character(newdata$context), as.character(newdata$species), treatment, bin),
