@@ -126,8 +126,9 @@ print.wisp <- function(x, ...) {
         sprintf(" (%d in all)\n", sum(degrees)), sep = "")
   }
   f <- x$fit.diagnostics
-  cat(sprintf("Fit: %s after %d evaluations (%s); %d parameters; -log-likelihood %.2f\n",
-              f$code, as.integer(f$num.evals), format_seconds(f$seconds), as.integer(f$n.params),
+  cat(sprintf("Fit: %s after %d evaluations (%s); %s; -log-likelihood %.2f\n",
+              f$code, as.integer(f$num.evals), format_seconds(f$seconds),
+              count_noun(as.integer(f$n.params), "parameter"),
               f$neg.loglik))
   if (inherits(x$bootstrap, "wisp_bootstrap")) {
     b <- x$bootstrap
@@ -213,8 +214,9 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
               as.integer(f$num.evals), format_seconds(f$seconds)))
   cat(sprintf("log-likelihood %.2f (df = %d, nobs = %d); penalised -log-likelihood %.2f\n",
               as.numeric(x$logLik), as.integer(f$n.params), as.integer(x$nobs), f$pen.neg.value))
-  cat(sprintf("%d fixed-effect parameters, %d warping factors, %d transitions in all\n",
-              nrow(x$coefficients), as.integer(x$n.warp), sum(x$degrees)))
+  cat(sprintf("%s, %s, %s in all\n", count_noun(nrow(x$coefficients), "fixed-effect parameter"),
+              count_noun(as.integer(x$n.warp), "warping factor"),
+              count_noun(sum(x$degrees), "transition")))
   tab <- x$coefficients
   number <- function(v, blank = "NA") {
     ifelse(is.na(v), blank, formatC(v, digits = digits, format = "fg"))
@@ -227,8 +229,9 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
     shown$CI.high <- number(tab$CI.high)
     shown$p.adj <- number(tab$p.value.adj, blank = "")
     shown$sig <- tab$significance
-    cat(sprintf("\nFixed effects (bootstrap: %d replicates; percentile intervals; %s-adjusted p-values at alpha = %g):\n",
-                as.integer(x$replicates), x$adjustment, x$alpha))
+    cat("", strwrap(sprintf("Fixed effects (bootstrap: %s; percentile intervals; %s-adjusted p-values at alpha = %g):",
+                            count_noun(as.integer(x$replicates), "replicate"), x$adjustment, x$alpha),
+                    exdent = 2), "", sep = "\n")
   } else {
     cat("\nFixed effects (estimates only; bootstrap for intervals and p-values):\n")
   }
@@ -236,11 +239,11 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
   shown <- shown[, c("role", setdiff(names(shown), "role"))]
   if (length(unique(shown$context)) == 1L) shown$context <- NULL
   n <- nrow(shown)
-  print(utils::head(shown, max.rows), row.names = FALSE)
+  print_fitted_table(utils::head(shown, max.rows), split = c("context", "species"))
   if (n > max.rows) cat(sprintf("... %d more rows: see summary(fit)$coefficients\n", n - max.rows))
   if (x$bootstrapped) {
-    cat(sprintf("Signif.: *** p.adj < %g, ** < %g, * < %g, ns otherwise (tested: treatment effects)\n",
-                x$alpha / 50, x$alpha / 5, x$alpha))
+    cat(strwrap(sprintf("Signif.: *** p.adj < %g, ** < %g, * < %g, ns otherwise (tested: treatment effects)",
+                        x$alpha / 50, x$alpha / 5, x$alpha), exdent = 2), sep = "\n")
   }
   invisible(x)
 }
@@ -506,13 +509,14 @@ nobs.wisp <- function(object, ...) {
 #' head(as.data.frame(boot)[, 1:8])
 print.wisp_bootstrap <- function(x, ...) {
   d <- x$diagnostics
-  cat(sprintf("wisp bootstrap: %d replicates (backend \"%s\", %d worker%s, seed %s)\n",
-              as.integer(x$R), x$backend, as.integer(if (is.null(x$max.fork)) 1L else x$max.fork),
+  cat(sprintf("wisp bootstrap: %s (backend \"%s\", %d worker%s, seed %s)\n",
+              count_noun(as.integer(x$R), "replicate"), x$backend,
+              as.integer(if (is.null(x$max.fork)) 1L else x$max.fork),
               if (isTRUE(x$max.fork > 1)) "s" else "", format(x$seed)))
   cat(sprintf("%d succeeded, %d converged, %d failed; %s per replicate (median)\n",
               sum(d$ok %in% TRUE), sum(d$converged %in% TRUE), sum(!d$ok %in% TRUE),
               format_seconds(stats::median(d$seconds, na.rm = TRUE))))
-  cat(sprintf("%d parameters per replicate\n", length(x$t0)))
+  cat(sprintf("%s per replicate\n", count_noun(length(x$t0), "parameter")))
   invisible(x)
 }
 
@@ -552,8 +556,8 @@ summary.wisp_bootstrap <- function(object, ...) {
 #' @rdname print.wisp_bootstrap
 #' @export
 print.summary.wisp_bootstrap <- function(x, ...) {
-  cat(sprintf("wisp bootstrap summary: %d replicates, %d succeeded, %d converged\n",
-              as.integer(x$R), as.integer(x$ok), as.integer(x$converged)))
+  cat(sprintf("wisp bootstrap summary: %s, %d succeeded, %d converged\n",
+              count_noun(as.integer(x$R), "replicate"), as.integer(x$ok), as.integer(x$converged)))
   cat(sprintf("backend \"%s\", %d worker%s, seed %s\n", x$backend,
               as.integer(if (is.null(x$max.fork)) 1L else x$max.fork),
               if (isTRUE(x$max.fork > 1)) "s" else "", format(x$seed)))

@@ -96,6 +96,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   check_flag(converged.resamples.only, "converged.resamples.only")
   check_whole_number(max.fork, "max.fork", lower = 1, upper = 4096)
   check_worker_limit(max.fork, "max.fork")
+  warn_workers_above_cores(max.fork, "max.fork")
   check_flag(verbose, "verbose")
   settings <- wisp_model_settings(model.settings)
   wisp_mcmc_settings(MCMC.settings)
@@ -111,10 +112,11 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
                           "round_none")],
     bins = if (settings$max_bin > 0) settings$max_bin else NULL
   )
-  say(sprintf("Summed %d tokens into %d rows (%d contexts, %d genes, %d random levels, %d treatments) in %.1f s.",
-              nrow(prepared$tokens), nrow(base$summed), length(base$contexts), length(base$species),
-              sum(base$ran_levels != "none"), length(base$treatments),
-              proc.time()[["elapsed"]] - started))
+  say(sprintf("Summed %s into %s (%s, %s, %s, %s) in %.1f s.",
+              count_noun(nrow(prepared$tokens), "token"), count_noun(nrow(base$summed), "row"),
+              count_noun(length(base$contexts), "context"), count_noun(length(base$species), "gene"),
+              count_noun(sum(base$ran_levels != "none"), "random level"),
+              count_noun(length(base$treatments), "treatment"), proc.time()[["elapsed"]] - started))
 
   grid <- NULL
   window <- settings$LROwindow_factor
@@ -127,8 +129,10 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
                             call. = FALSE)
     window <- grid$LROwindow_factor[best]
     cutoff <- grid$LROcutoff[best]
-    say(sprintf("Grid search over %d change-point settings (%d distinct structures, %d worker%s): best %s at window factor %.2f, cutoff %.2f (%.1f s).",
-                nrow(grid), length(unique(grid$structure)), max.fork, if (max.fork > 1) "s" else "",
+    say(sprintf("Grid search over %s (%s, %s): best %s at window factor %.2f, cutoff %.2f (%.1f s).",
+                count_noun(nrow(grid), "change-point setting"),
+                count_noun(length(unique(grid$structure)), "distinct structure"),
+                count_noun(max.fork, "worker"),
                 settings$LRO_cost, window, cutoff, proc.time()[["elapsed"]] - t0))
   }
 
@@ -137,8 +141,9 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
                           settings$max_evals, settings$rise_threshold_factor, settings$rng_seed)
   result <- wisp_result(fitted, settings, plot.settings, grid, variables, call)
   diagnostics <- result$fit.diagnostics
-  say(sprintf("Fitted %d parameters (%d transitions): %s after %d evaluations (%.1f s).",
-              diagnostics$n.params, sum(result$degrees), diagnostics$code, diagnostics$num.evals,
+  say(sprintf("Fitted %s (%s): %s after %d evaluations (%.1f s).",
+              count_noun(diagnostics$n.params, "parameter"), count_noun(sum(result$degrees), "transition"),
+              diagnostics$code, diagnostics$num.evals,
               proc.time()[["elapsed"]] - t0))
   if (!diagnostics$converged) {
     warning("the fit did not converge (", diagnostics$code, "); consider raising ",
