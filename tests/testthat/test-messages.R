@@ -1,5 +1,5 @@
 # What wisp() and bs_batch() tell the user: missing arguments, worker
-# counts, plurals and the width of the summary table.
+# counts, plurals, the width of the summary table, and ?wisp.
 
 messages_fit <- once(function() {
   wisp(wisp_simulate(n.genes = 1, n.random = 2, n.bins = 12, cells.per.bin = 2, seed = 6),
@@ -89,4 +89,25 @@ test_that("print(summary(fit)) keeps p.adj and the marks beside the estimates at
   # every coefficient is shown once, with its context
   expect_identical(sum(grepl("^ *(baseline|beta) ", out)), nrow(summary(fit)$coefficients))
   expect_true(any(grepl("context2", out, fixed = TRUE)))
+})
+
+test_that("?wisp documents every entry of plot.settings, each with what it does", {
+  rd <- tools::Rd_db("wispack")[["wisp.Rd"]]
+  skip_if(is.null(rd), "no installed help pages")
+  tag <- function(x) attr(x, "Rd_tag")
+  text <- function(x) paste(as.character(structure(x, class = "Rd")), collapse = "")
+  arguments <- Filter(function(x) identical(tag(x), "\\arguments"), rd)[[1]]
+  item <- Filter(function(x) identical(tag(x), "\\item") && text(x[[1]]) == "plot.settings",
+                 arguments)[[1]]
+  # one \item{\code{name}}{what it does} per setting, in a list of its own
+  lists <- Filter(function(x) tag(x) %in% c("\\describe", "\\itemize"), item[[2]])
+  entries <- unlist(lapply(lists, function(l) {
+    items <- Filter(function(x) identical(tag(x), "\\item"), l)
+    stats::setNames(vapply(items, function(i) text(i[[2]]), ""),
+                    vapply(items, function(i) gsub("\\\\code\\{|\\}", "", text(i[[1]])), ""))
+  }))
+  for (name in names(wispack:::wisp_default_plot_settings())) {
+    entry <- if (name %in% names(entries)) entries[[name]] else ""
+    expect_gt(nchar(entry), 20, label = name)
+  }
 })
