@@ -23,7 +23,9 @@
 #' @param fit A `"wisp"` object from [wisp()] (it may have been saved with
 #'   [saveRDS()] and read back).
 #' @param bootstraps.num Number of replicates.
-#' @param max.fork Worker processes (fork and mclapply backends).
+#' @param max.fork Worker processes (fork and mclapply backends); more than
+#'   the machine's cores draws a warning. The future backend runs on the
+#'   workers of the plan, and records their number.
 #' @param backend One of `"fork"`, `"mclapply"`, `"serial"`, `"future"`.
 #' @param tasks.per.child Replicates a forked worker runs before it exits
 #'   (fork backend).
@@ -89,7 +91,8 @@
 #'   at the estimate), `on.bound` (estimates on a bound; 0 for this model),
 #'   `fit.seconds` (the optimisation), `seconds` (the whole replicate), and
 #'   `pid`, `peak_rss_mb`, `pss_mb`, `private_dirty_mb` of the process that
-#'   ran it), `seed`, `backend` and `call`.
+#'   ran it), `seed`, `backend`, `max.fork` (the workers; for the future
+#'   backend, those of the plan, [future::nbrOfWorkers()]) and `call`.
 #' @export
 #' @examples
 #' counts <- wisp_simulate(n.genes = 1, n.bins = 40, seed = 3)
@@ -121,8 +124,8 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
     bootstraps.num <- length(replicates)
   } else {
     if (missing(bootstraps.num)) {
-      stop_input("`bootstraps.num` is missing: say how many replicates to run, e.g. ",
-                 "bs_batch(fit, 200), or which ones with `replicates`.")
+      stop_input("`bootstraps.num` is missing: how many replicates? E.g. bs_batch(fit, 1000), ",
+                 "or which ones with `replicates`.")
     }
     check_whole_number(bootstraps.num, "bootstraps.num", lower = 1, upper = 1e7)
     replicates <- seq_len(bootstraps.num)
@@ -130,6 +133,7 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
   check_whole_number(max.fork, "max.fork", lower = 1, upper = 4096)
   check_worker_limit(max.fork, "max.fork")
   backend <- match_choice(backend, "backend", c("fork", "mclapply", "serial", "future"))
+  if (backend %in% c("fork", "mclapply")) warn_workers_above_cores(max.fork, "max.fork")
   check_whole_number(tasks.per.child, "tasks.per.child", lower = 1)
   schedule <- match_choice(schedule, "schedule", c("rolling", "batch"))
   check_flag(mc.preschedule, "mc.preschedule")
@@ -177,14 +181,15 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
         notify()
         row
       }), NULL, parameter_count, checkpoint, replicates),
-      future = collect_replicates(future.apply::future_lapply(
+      future = collect_replicates(with_worker_library_hint(future.apply::future_lapply(
         replicates, run_replicate_safely, plan = fit$plan, seed = seed, resample = resample,
         trim.memory = trim.memory, checkpoint = checkpoint,
         future.seed = NULL, future.packages = "wispack"
-      ), notify, parameter_count, checkpoint, replicates, always_append = TRUE)
+      )), notify, parameter_count, checkpoint, replicates, always_append = TRUE)
     )
   }
-  result <- bootstrap_result(fit, wanted, replicates, rows, done, seed, backend, max.fork,
+  result <- bootstrap_result(fit, wanted, replicates, rows, done, seed, backend,
+                             if (backend == "future") future_workers() else max.fork,
                              call, resample)
   if (length(rows$checkpoint_error) && !is.na(rows$checkpoint_error[1])) {
     checkpoint_write_warning(checkpoint$path, rows$checkpoint_error[1])

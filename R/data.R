@@ -7,8 +7,10 @@ variable_roles <- c(column_roles, "timeseries", "fixedeffects", "cell")
 #'
 #' Returns a list with `tokens` (a data.frame with columns `count, bin,
 #' context, species, ran` and the fixed effects, under the user's fixed-effect
-#' names), `fixed_effects` (names, in order), `time_series` (name or NULL) and
-#' `dropped_na` (number of tokens dropped for an NA count).
+#' names; the labels as factors whose
+#' levels are in model order, see sorted_levels()), `fixed_effects` (names, in
+#' order), `time_series` (name or NULL) and `dropped_na` (number of tokens
+#' dropped for an NA count).
 #' Every problem is an error of class `wisp_input_error` naming the column.
 #' @keywords internal
 #' @noRd
@@ -22,9 +24,10 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
   variables <- check_variables(variables, names(count.data), fail)
 
   # A role left unmapped whose default column is absent gets a constant
-  # column (spec section 1.1); count and bin must exist.
+  # column (spec section 1.1), and the user is told; count and bin must exist.
   source_of <- function(role) if (!is.null(variables[[role]])) variables[[role]] else role
   sources <- vapply(column_roles, source_of, "")
+  constant <- setdiff(column_roles[!sources %in% names(count.data)], c("count", "bin"))
   used <- sources[sources %in% names(count.data)]
   twice <- unique(used[duplicated(used)])
   if (length(twice)) {
@@ -44,16 +47,19 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
       tokens[[role]] <- rep(column, nrow(count.data))
     }
   }
-  # The optional cell-id role (per-cell exposure): the mapped column, or a
-  # column named "cell".
+  # The optional cell-id role (per-cell exposure, as wisp_bin() makes it): the
+  # mapped column, or a column named "cell" that serves no other role. It is
+  # never a fixed effect by default.
   cell_column <- if (!is.null(variables$cell)) variables$cell else
-    if ("cell" %in% names(count.data)) "cell" else NULL
-  claimed <- unique(c(vapply(column_roles, source_of, ""), variables$timeseries, cell_column))
+    if ("cell" %in% names(count.data) &&
+        !"cell" %in% c(sources, variables$timeseries, variables$fixedeffects)) "cell" else NULL
+  claimed <- unique(c(sources, variables$timeseries, cell_column))
   fixed_effects <- if (!is.null(variables$fixedeffects)) {
     variables$fixedeffects
   } else {
     setdiff(names(count.data), claimed)
   }
+  tell_constant_roles(constant, if (is.null(variables$fixedeffects)) fixed_effects)
   time_series <- variables$timeseries
   if (!is.null(time_series) && !time_series %in% fixed_effects) {
     fixed_effects <- c(fixed_effects, time_series)
@@ -124,14 +130,19 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
          "(largest values at rows ", row_list(utils::head(order(bin, decreasing = TRUE), 5)),
          ").")
   }
+  check_bins_consecutive(bin, bin_column, fail)
   tokens$bin <- as.integer(bin)
 
+  # The order of every column of labels (see sorted_levels()), taken before
+  # they become text; the tokens carry them as factors of these levels.
+  levels <- list()
   for (role in c("context", "species", "ran")) {
     rows <- which(is.na(tokens[[role]]))
     if (length(rows)) {
       fail("column '", source_of(role), "' (", role, ") has ", length(rows), " NA value(s) (rows ",
            row_list(rows), ").")
     }
+    levels[[role]] <- sorted_levels(tokens[[role]])
     tokens[[role]] <- as.character(tokens[[role]])
   }
   population <- model_rules()$population_level
@@ -156,6 +167,8 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
       fail("fixed-effect column '", f, "' must hold numbers, strings, logicals or a factor, ",
            "not ", class(values)[1], " values.")
     }
+    levels[[f]] <- if (identical(f, time_series)) time_series_levels(values, f, fail) else
+      sorted_levels(values)
     if (is.factor(values)) tokens[[f]] <- as.character(values)
   }
   # Labels travel to the Rust core as UTF-8.
@@ -166,7 +179,13 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
   if (!is.null(time_series)) time_series <- as_utf8(time_series, "timeseries", fail)
   names(tokens) <- c(column_roles, fixed_effects)
   check_label_collisions(tokens, fixed_effects, fail)
-  check_treatments_have_data(tokens, fixed_effects, fail)
+  names(levels) <- c("context", "species", "ran", fixed_effects)
+  for (column in names(levels)) {
+    tokens[[column]] <- factor(as.character(tokens[[column]]),
+                               levels = unique(as_utf8(levels[[column]], column, fail)))
+  }
+  default_ran <- is.null(variables$ran) && "ran" %in% constant && is.null(variables$fixedeffects)
+  check_treatments_have_data(tokens, fixed_effects, fail, if (default_ran) fixed_effects)
 
   if (!is.null(cells)) {
     bad <- which(is.na(cells))
@@ -238,10 +257,10 @@ check_variables <- function(variables, columns, fail) {
       fail("`variables$", role, "` must be ", if (single) "one column name" else "column names", ".")
     }
     missing <- setdiff(value, columns)
-    # context, species and ran may name a constant instead of a column.
-    if (length(missing) && !role %in% c("context", "species", "ran")) {
+    if (length(missing)) {
       fail("`variables$", role, "` names column", if (length(missing) > 1) "s", " ",
-           paste0("'", missing, "'", collapse = ", "), " that count.data does not have.")
+           paste0("'", missing, "'", collapse = ", "), " that count.data does not have",
+           suggest_columns(missing[1], columns), ".")
     }
   }
   mapped <- unlist(variables[intersect(names(variables), c(column_roles, "timeseries"))])
@@ -257,9 +276,98 @@ check_variables <- function(variables, columns, fail) {
   variables
 }
 
+# "; did you mean 'gene_name'? (columns: ...)": the columns closest to a
+# name that is not there, by edit distance (case ignored), or else all of
+# them.
+suggest_columns <- function(name, columns) {
+  close <- closest_names(name, columns)
+  listed <- paste0("'", utils::head(columns, 12), "'", collapse = ", ")
+  if (length(columns) > 12) listed <- paste0(listed, ", ...")
+  if (length(close)) {
+    paste0("; did you mean ", paste0("'", close, "'", collapse = " or "), "? (columns: ", listed, ")")
+  } else {
+    paste0(" (its columns: ", listed, ")")
+  }
+}
+
+closest_names <- function(name, candidates, n = 3L, limit = max(2L, ceiling(nchar(name) / 3))) {
+  if (!length(candidates)) return(character())
+  lower <- tolower(candidates)
+  distance <- utils::adist(tolower(name), lower)[1, ]
+  near <- order(distance)[sort(distance) <= limit]
+  # one name inside the other ("gene" in "gene_name"), for names long enough to mean it
+  inside <- which(nchar(lower) >= 3L & nchar(name) >= 3L &
+                    (grepl(tolower(name), lower, fixed = TRUE) |
+                       vapply(lower, grepl, NA, x = tolower(name), fixed = TRUE)))
+  candidates[utils::head(unique(c(near, inside)), n)]
+}
+
+# Column names that often hold a role's labels.
+role_synonyms <- list(
+  context = c("region", "area", "layer", "celltype", "cell_type", "structure", "roi"),
+  species = c("gene", "genes", "gene_name", "gene_id", "feature", "target", "transcript"),
+  ran = c("animal", "mouse", "mice", "subject", "individual", "donor", "rat", "brain",
+          "animal_id", "mouse_id", "subject_id")
+)
+
+# Says which roles became constants because their default column is absent:
+# a message, or a warning naming the column that probably holds the role when
+# one that wisp() took as a fixed effect looks like it.
+tell_constant_roles <- function(roles, default_fixed_effects) {
+  what <- c(context = "context", species = "gene (species)", ran = "random level (animal)")
+  for (role in roles) {
+    likely <- default_fixed_effects[tolower(default_fixed_effects) %in% role_synonyms[[role]] |
+                                      utils::adist(role, tolower(default_fixed_effects))[1, ] <= 1]
+    text <- paste0("count.data has no column '", role, "' and `variables$", role, "` is not set, ",
+                   "so every token is in one ", what[[role]], ", named \"", role, "\"")
+    if (length(likely)) {
+      warning(text, "; the column '", likely[1], "' is taken as a fixed effect instead. If it ",
+              "holds the ", role, " role, map it: variables = list(", role, " = \"", likely[1],
+              "\").", call. = FALSE)
+    } else {
+      message(text, ". If another column holds them, map it: variables = list(", role,
+              " = \"<column>\").")
+    }
+  }
+  invisible()
+}
+
+# Bins number consecutive positions 1, 2, ..., B. Values in a common step
+# larger than 1 (25, 50, ..., 1000: positions in micrometres) are refused,
+# and bins that no token uses draw a warning.
+check_bins_consecutive <- function(bin, column, fail) {
+  used <- sort(unique(bin))
+  if (length(used) >= 2L) {
+    step <- Reduce(greatest_common_divisor, diff(used))
+    if (step > 1) {
+      fail("column '", column, "' (bin) holds ", length(used), " values from ", used[1], " to ",
+           used[length(used)], " in steps of ", step, ": positions (e.g. in micrometres) rather ",
+           "than bin numbers. wisp() takes bins as consecutive positions 1, 2, ..., B, so it ",
+           "would see ", used[length(used)], " bins, most of them empty, and fit spurious ",
+           "transitions. Make bins from the positions with wisp_bin(), or renumber them: ",
+           column, " = ", if (used[1] == step) column else
+             paste0("(", column, " - ", used[1] - step, ")"), " / ", step, ".")
+    }
+  }
+  empty <- setdiff(seq_len(max(used)), used)
+  if (length(empty)) {
+    warning(sprintf(paste0(
+      "column '%s' (bin): bin%s %s of 1..%d %s no tokens. wisp() takes bins as consecutive ",
+      "positions, so an empty bin is a gap in space; if the bins are not 1, 2, ..., B, make them ",
+      "with wisp_bin()."), column, if (length(empty) > 1) "s" else "", row_list(empty, 10),
+      max(used), if (length(empty) > 1) "have" else "has"), call. = FALSE)
+  }
+  invisible()
+}
+
+greatest_common_divisor <- function(a, b) if (b == 0) a else greatest_common_divisor(b, a %% b)
+
 # Every combination of fixed-effect levels must have tokens: a treatment
-# without data cannot be estimated.
-check_treatments_have_data <- function(tokens, fixed_effects, fail) {
+# without data cannot be estimated. `default_fixed_effects`: the fixed effects
+# taken by default while the ran role is a constant, one of which likely
+# identifies the animals.
+check_treatments_have_data <- function(tokens, fixed_effects, fail,
+                                       default_fixed_effects = NULL) {
   if (!length(fixed_effects)) return(invisible())
   levels <- lapply(fixed_effects, function(f) sorted_levels(tokens[[f]]))
   names(levels) <- fixed_effects
@@ -271,10 +379,23 @@ check_treatments_have_data <- function(tokens, fixed_effects, fail) {
     combos <- vapply(absent, function(i) {
       paste(sprintf("%s = %s", fixed_effects, unlist(grid[i, ])), collapse = ", ")
     }, "")
+    animal <- NULL
+    if (length(default_fixed_effects)) {
+      named <- default_fixed_effects[tolower(default_fixed_effects) %in% role_synonyms$ran]
+      most <- default_fixed_effects[which.max(vapply(default_fixed_effects, function(f) {
+        length(unique(tokens[[f]]))
+      }, 1))]
+      animal <- c(named, most)[1]
+    }
     fail("no tokens for the treatment combination", if (length(combos) > 1) "s", " ",
          paste0("(", utils::head(combos, 5), ")", collapse = "; "),
          if (length(combos) > 5) sprintf(" and %d more", length(combos) - 5),
-         "; every combination of fixed-effect levels needs data.")
+         "; every combination of fixed-effect levels needs data.",
+         if (!is.null(animal)) paste0(
+           " No column is mapped to the random-effect role (ran) and count.data has no column ",
+           "'ran', so every other column is a fixed effect: '", animal, "' was taken as a ",
+           "fixed effect. If it identifies the animals, map it: variables = list(ran = \"",
+           animal, "\")."))
   }
   invisible()
 }

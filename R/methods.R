@@ -168,8 +168,9 @@ print.wisp <- function(x, ...) {
         sprintf(" (%d in all)\n", sum(degrees)), sep = "")
   }
   f <- x$fit.diagnostics
-  cat(sprintf("Fit: %s after %d evaluations (%s); %d parameters; -log-likelihood %.2f\n",
-              f$code, as.integer(f$num.evals), format_seconds(f$seconds), as.integer(f$n.params),
+  cat(sprintf("Fit: %s after %d evaluations (%s); %s; -log-likelihood %.2f\n",
+              f$code, as.integer(f$num.evals), format_seconds(f$seconds),
+              count_noun(as.integer(f$n.params), "parameter"),
               f$neg.loglik))
   if (inherits(x$bootstrap, "wisp_bootstrap")) {
     b <- x$bootstrap
@@ -281,8 +282,9 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
     cat(sprintf("log-likelihood %.2f (df = %d, nobs = %d); penalised -log-likelihood %.2f\n",
                 as.numeric(x$logLik), as.integer(f$n.params), as.integer(x$nobs), f$pen.neg.value))
   }
-  cat(sprintf("%d fixed-effect parameters, %d random effects, %d transitions in all\n",
-              nrow(x$coefficients), as.integer(x$n.warp), sum(x$degrees)))
+  cat(sprintf("%s, %s, %s in all\n", count_noun(nrow(x$coefficients), "fixed-effect parameter"),
+              count_noun(as.integer(x$n.warp), "random effect"),
+              count_noun(sum(x$degrees), "transition")))
   tab <- x$coefficients
   number <- function(v, blank = "NA") {
     ifelse(is.na(v), blank, formatC(v, digits = digits, format = "fg"))
@@ -299,13 +301,14 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
     how <- if (identical(x$method, "wald")) {
       "Wald tests; t quantiles for between-animal effects"
     } else if (identical(x$method, "centred")) {
-      sprintf("bootstrap: %d replicates; the original's centred p-values, intervals at adjusted levels",
-              as.integer(x$replicates))
+      sprintf("bootstrap: %s; the original's centred p-values, intervals at adjusted levels",
+              count_noun(as.integer(x$replicates), "replicate"))
     } else {
-      sprintf("bootstrap: %d replicates; percentile intervals", as.integer(x$replicates))
+      sprintf("bootstrap: %s; percentile intervals", count_noun(as.integer(x$replicates), "replicate"))
     }
-    cat(sprintf("\nFixed effects (%s; %g %% intervals; %s-adjusted p-values):\n", how,
-                100 * x$level, x$adjustment))
+    cat("", strwrap(sprintf("Fixed effects (%s; %g %% intervals; %s-adjusted p-values at alpha = %g):",
+                            how, 100 * x$level, x$adjustment, x$alpha),
+                    exdent = 2), "", sep = "\n")
   } else {
     cat("\nFixed effects (estimates only; bootstrap for intervals and p-values):\n")
   }
@@ -313,11 +316,11 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
   shown <- shown[, c("role", setdiff(names(shown), "role"))]
   if (length(unique(shown$context)) == 1L) shown$context <- NULL
   n <- nrow(shown)
-  print(utils::head(shown, max.rows), row.names = FALSE)
+  print_fitted_table(utils::head(shown, max.rows), split = c("context", "species"))
   if (n > max.rows) cat(sprintf("... %d more rows: see summary(fit)$coefficients\n", n - max.rows))
   if (isTRUE(x$tested)) {
-    cat(sprintf("Signif.: *** p.adj < %g, ** < %g, * < %g, ns otherwise (tested: treatment effects)\n",
-                x$alpha / 50, x$alpha / 5, x$alpha))
+    cat(strwrap(sprintf("Signif.: *** p.adj < %g, ** < %g, * < %g, ns otherwise (tested: treatment effects)",
+                        x$alpha / 50, x$alpha / 5, x$alpha), exdent = 2), sep = "\n")
   }
   invisible(x)
 }
@@ -516,6 +519,9 @@ match_prediction_rows <- function(object, summed, newdata, call = sys.call(-1)) 
   } else {
     treatment <- as.character(newdata$treatment)
   }
+  # "ref" (the reference's name before it was named by its levels) still works
+  reference <- reference_treatment_name(unname(object$fix$ref.lvl), object$treatment$names[-1])
+  treatment <- as_treatment_names(treatment, reference)
   for (column in c("bin", "context", "species")) {
     if (is.null(newdata[[column]])) stop_input("`newdata` needs a `", column, "` column.", call = call)
   }
@@ -540,7 +546,7 @@ match_prediction_rows <- function(object, summed, newdata, call = sys.call(-1)) 
   }
   check_levels(as.character(newdata$context), object$grouping.variables$context.lvls, "context")
   check_levels(as.character(newdata$species), object$grouping.variables$species.lvls, "species")
-  check_levels(treatment, object$treatment$names, "treatment")
+  check_levels(treatment, as_treatment_names(object$treatment$names, reference), "treatment")
   check_levels(ran, summed_ran, "ran")
   key <- function(r, c, s, t, b) paste(r, c, s, t, as.integer(b), sep = "\r")
   at <- match(key(ran, as.character(newdata$context), as.character(newdata$species), treatment, bin),
@@ -609,13 +615,14 @@ nobs.wisp <- function(object, ...) {
 #' head(as.data.frame(boot)[, 1:8])
 print.wisp_bootstrap <- function(x, ...) {
   d <- x$diagnostics
-  cat(sprintf("wisp bootstrap: %d replicates (backend \"%s\", %d worker%s, seed %s)\n",
-              as.integer(x$R), x$backend, as.integer(if (is.null(x$max.fork)) 1L else x$max.fork),
+  cat(sprintf("wisp bootstrap: %s (backend \"%s\", %d worker%s, seed %s)\n",
+              count_noun(as.integer(x$R), "replicate"), x$backend,
+              as.integer(if (is.null(x$max.fork)) 1L else x$max.fork),
               if (isTRUE(x$max.fork > 1)) "s" else "", format(x$seed)))
   cat(sprintf("%d succeeded, %d converged, %d failed; %s per replicate (median)\n",
               sum(d$ok %in% TRUE), sum(d$converged %in% TRUE), sum(!d$ok %in% TRUE),
               format_seconds(stats::median(d$seconds, na.rm = TRUE))))
-  cat(sprintf("%d parameters per replicate\n", length(x$t0)))
+  cat(sprintf("%s per replicate\n", count_noun(length(x$t0), "parameter")))
   invisible(x)
 }
 
@@ -655,8 +662,8 @@ summary.wisp_bootstrap <- function(object, ...) {
 #' @rdname print.wisp_bootstrap
 #' @export
 print.summary.wisp_bootstrap <- function(x, ...) {
-  cat(sprintf("wisp bootstrap summary: %d replicates, %d succeeded, %d converged\n",
-              as.integer(x$R), as.integer(x$ok), as.integer(x$converged)))
+  cat(sprintf("wisp bootstrap summary: %s, %d succeeded, %d converged\n",
+              count_noun(as.integer(x$R), "replicate"), as.integer(x$ok), as.integer(x$converged)))
   cat(sprintf("backend \"%s\", %d worker%s, seed %s\n", x$backend,
               as.integer(if (is.null(x$max.fork)) 1L else x$max.fork),
               if (isTRUE(x$max.fork > 1)) "s" else "", format(x$seed)))

@@ -1,15 +1,67 @@
 # Internal entry points to the Rust model core. wisp() builds on these; the
 # tests and benchmarks use them directly.
 
-#' Sorted levels of a column
+#' Level order of a column of labels
 #'
-#' Numeric columns sort numerically, others in C-locale byte order, so level
-#' order (and with it the reference level) never depends on the user's locale.
+#' One rule, so that the reference level of a fixed effect (its first level),
+#' the order of a time series and the order of contexts, genes and random
+#' levels in tables and plots never depend on the user's locale:
+#' * a factor: its levels, in order (levels without data are dropped);
+#' * numbers: numeric order;
+#' * text: all numbers ("7", "12", "18") in numeric order; all one shared
+#'   non-numeric prefix followed by a number ("P7", "P12", "gene10",
+#'   "E14.5") in the order of the number (ties in byte order); anything else
+#'   in C-locale byte order ("KO" before "WT").
 #' @keywords internal
 #' @noRd
 sorted_levels <- function(x) {
+  if (is.factor(x)) return(levels(x)[levels(x) %in% as.character(x[!is.na(x)])])
   x <- x[!is.na(x)]
-  if (is.numeric(x)) as.character(sort(unique(x))) else sort(unique(as.character(x)), method = "radix")
+  if (is.numeric(x)) return(as.character(sort(unique(x))))
+  values <- sort(unique(as.character(x)), method = "radix")
+  numbers <- level_numbers(values)
+  if (is.null(numbers)) values else values[order(numbers, method = "radix")]
+}
+
+#' The levels of a time series, in time order
+#'
+#' A factor, numbers, or text that [sorted_levels()] orders by a number; any
+#' other text has no known order and is an error that asks for a factor.
+#' @keywords internal
+#' @noRd
+time_series_levels <- function(x, name, fail = function(...) stop_input(..., call = NULL)) {
+  levels <- sorted_levels(x)
+  if (is.factor(x) || is.numeric(x)) return(levels)
+  numbers <- level_numbers(levels)
+  if (is.null(numbers)) {
+    shown <- paste0("\"", utils::head(levels, 6), "\"", collapse = ", ")
+    if (length(levels) > 6) shown <- paste0(shown, ", ...")
+    fail("the time series '", name, "' has levels whose order is unknown (", shown, "): they ",
+         "are neither numbers nor one prefix followed by a number (like P7, P12, P18). Make it ",
+         "a factor with its levels in time order: count.data$", name, " <- factor(count.data$",
+         name, ", levels = c(...)), listing ", shown, " from first to last.")
+  }
+  same <- numbers %in% numbers[duplicated(numbers)]
+  if (any(same)) {
+    fail("the time series '", name, "' has levels that stand for the same time (",
+         paste(levels[same], collapse = ", "), "); make them one level, or make the column a ",
+         "factor with its levels in time order.")
+  }
+  levels
+}
+
+# The numbers that order `values` (distinct strings): all numbers, or all
+# one shared non-numeric prefix followed by an unsigned number; else NULL.
+level_numbers <- function(values) {
+  if (!length(values)) return(NULL)
+  number <- "^[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]+)?$"
+  if (all(grepl(number, values, useBytes = TRUE))) return(as.numeric(values))
+  # bytes: text that is not valid in its encoding is refused later, by name
+  pattern <- "^(.*[^0-9.])([0-9]+([.][0-9]+)?)$"
+  if (!all(grepl(pattern, values, useBytes = TRUE))) return(NULL)
+  prefix <- sub(pattern, "\\1", values, useBytes = TRUE)
+  if (length(unique(prefix)) != 1L) return(NULL)
+  as.numeric(sub(pattern, "\\2", values, useBytes = TRUE))
 }
 
 # The settings a model is built with, defaults from the Rust core.
@@ -47,7 +99,9 @@ model_build <- function(tokens, fixed_effects = character(), time_series = NULL,
   contexts <- sorted_levels(tokens$context)
   species <- sorted_levels(tokens$species)
   ran_levels <- sorted_levels(tokens$ran)
-  factor_levels <- lapply(fixed_effects, function(f) sorted_levels(tokens[[f]]))
+  factor_levels <- lapply(fixed_effects, function(f) {
+    if (identical(f, time_series)) time_series_levels(tokens[[f]], f) else sorted_levels(tokens[[f]])
+  })
   names(factor_levels) <- fixed_effects
   code <- function(x, levels) match(as.character(x), levels) - 1L
   factor_codes <- unlist(lapply(fixed_effects, function(f) code(tokens[[f]], factor_levels[[f]])),
@@ -66,6 +120,36 @@ model_build <- function(tokens, fixed_effects = character(), time_series = NULL,
     isTRUE(settings$round_none)
   ), "cannot build the model: ")
   model_from_bytes(bytes, settings)
+}
+
+#' The name of the reference treatment
+#'
+#' The Rust core calls the treatment in which every factor is at its
+#' reference level "ref"; users see it named by those levels, joined with
+#' ":" as the names of the other treatments join theirs ("WT", "WT:P7").
+#' Without fixed effects, or should that name be taken by another treatment,
+#' it stays "ref".
+#' @keywords internal
+#' @noRd
+reference_treatment_name <- function(reference_levels, other_treatments) {
+  core <- model_rules()$reference_treatment
+  if (!length(reference_levels)) return(core)
+  name <- paste(reference_levels, collapse = ":")
+  if (name %in% other_treatments) core else name
+}
+
+# Treatment names from the Rust core (or from a fit saved when the reference
+# was still called "ref") with the reference renamed to `reference`.
+as_treatment_names <- function(x, reference) {
+  x[x %in% model_rules()$reference_treatment] <- reference
+  x
+}
+
+# `frame` with the reference treatment of its `treatment` column named as
+# in `model`.
+with_treatment_names <- function(frame, model) {
+  if (!is.null(frame$treatment)) frame$treatment <- as_treatment_names(frame$treatment, model$treatments[1])
+  frame
 }
 
 degree_matrix <- function(degrees, contexts, species) {
@@ -97,6 +181,11 @@ model_from_bytes <- function(bytes, settings = default_model_settings()) {
                        dimnames = list(d$species, d$contexts))
   dispersion[cbind(match(curves$species, d$species), match(curves$context, d$contexts))] <-
     curves$dispersion
+  # The reference treatment is named by its levels here, not "ref".
+  reference <- reference_treatment_name(vapply(d$factor_levels, `[`, "", 1L), d$treatments[-1])
+  d$treatments <- as_treatment_names(d$treatments, reference)
+  d$summed$treatment <- as_treatment_names(d$summed$treatment, reference)
+  d$parameters$treatment <- as_treatment_names(d$parameters$treatment, reference)
   weights <- do.call(rbind, d$weights)
   dimnames(weights) <- list(d$treatments, d$treatments)
   structure(list(

@@ -21,9 +21,10 @@
 #'   factor). Labels are `<group>_m<i>` (e.g. `WT_m1`), or `m<i>` without
 #'   between-animal factors; group labels join the levels with `"_"`.
 #'
-#'   As in [wisp()], the reference level of a factor is its first level in
-#'   sorted order (numbers numerically, strings in C-locale order), whatever
-#'   order the levels are given in here: for `c("WT", "KO")` it is `"KO"`.
+#'   The reference level of a factor is the first level given here: for
+#'   `c("WT", "KO")` it is `"WT"`. [wisp_simulate()] returns each factor as
+#'   a factor whose levels are in this order, and [wisp()] takes the first
+#'   level of a factor as its reference.
 #' @seealso [wisp_simulate()]
 #' @export
 #' @examples
@@ -142,7 +143,8 @@ design_groups <- function(between) {
 #'   is observed under every treatment.
 #' @param fixed.effects Named list of fixed-effect level vectors when there
 #'   is no `design` (all within-animal). The reference level is the first
-#'   in sorted order, as in [wisp()].
+#'   level given: the data hold each fixed effect as a factor with the levels
+#'   in the order given, which [wisp()] follows.
 #' @param design A [wisp_design()]: between- and within-animal factors and
 #'   animals per group. When given, leave `n.random` and `fixed.effects`
 #'   unset.
@@ -178,7 +180,8 @@ design_groups <- function(between) {
 #' @param seed Random seed. The caller's random number stream is left as it
 #'   was.
 #' @return A data.frame with columns `count`, `bin`, `context`, `species`,
-#'   `ran`, one column per fixed effect (and `cell` when `cell.ids = TRUE`),
+#'   `ran`, one column per fixed effect (a factor with its levels in the
+#'   order given; and `cell` when `cell.ids = TRUE`),
 #'   one row per token (a cell and a gene), and a `truth` attribute, a list:
 #'   \describe{
 #'   \item{`degrees`}{context x gene matrix of degrees.}
@@ -479,16 +482,25 @@ check_degrees_fit_bins <- function(degrees, bins, call) {
 
 # One row per animal and within-animal level combination ("unit"): the
 # animal's label, group and between-animal levels, and the within levels.
+# Factors are factors whose levels are in the order given, so that the model
+# (and wisp() on the simulated data) takes the first given level as the
+# reference.
 design_units <- function(design) {
   animals <- design$animals
   within <- design$within
-  if (!length(within)) return(animals)
-  grid <- expand.grid(rev(lapply(within, unique)), KEEP.OUT.ATTRS = FALSE,
-                      stringsAsFactors = FALSE)[names(within)]
-  animal <- rep(seq_len(nrow(animals)), each = nrow(grid))
-  level <- rep(seq_len(nrow(grid)), times = nrow(animals))
-  units <- cbind(animals[animal, , drop = FALSE], grid[level, , drop = FALSE])
-  rownames(units) <- NULL
+  units <- animals
+  if (length(within)) {
+    grid <- expand.grid(rev(lapply(within, unique)), KEEP.OUT.ATTRS = FALSE,
+                        stringsAsFactors = FALSE)[names(within)]
+    animal <- rep(seq_len(nrow(animals)), each = nrow(grid))
+    level <- rep(seq_len(nrow(grid)), times = nrow(animals))
+    units <- cbind(animals[animal, , drop = FALSE], grid[level, , drop = FALSE])
+    rownames(units) <- NULL
+  }
+  factors <- c(design$between, within)
+  for (f in names(factors)) {
+    units[[f]] <- factor(as.character(units[[f]]), levels = unique(as.character(factors[[f]])))
+  }
   units
 }
 

@@ -60,16 +60,26 @@
 #' reports the first), and the variances have settled.
 #'
 #' @param count.data A data.frame with one row per token (e.g. one gene in
-#'   one cell): a count, a spatial bin (1, 2, ...), and columns for context,
-#'   species (gene), random level and fixed effects.
+#'   one cell): a count, a spatial bin, and columns for context, species
+#'   (gene), random level and fixed effects. Bins number consecutive
+#'   positions 1, 2, ..., B; [wisp_bin()] makes them (and the tokens, zero
+#'   counts included) from per-cell positions such as depths in
+#'   micrometres. Bin values in a common step above 1 (25, 50, ...) are an
+#'   error, and bins without tokens draw a warning. A column `cell` (the
+#'   cells' ids, as [wisp_bin()] makes it) is not a fixed effect.
 #' @param variables Named list mapping roles to column names: `count`, `bin`,
 #'   `context`, `species`, `ran`, `timeseries`, `fixedeffects`, `cell` (a
 #'   cell id per token, for per-cell exposure; default: a column named
 #'   `cell` when there is one). Unmapped
-#'   roles use the column of the same name. A missing `context`, `species`
-#'   or `ran` column becomes a constant column (named by the value given
-#'   here, or by the role). Without `fixedeffects`, every column not used by
-#'   another role is a fixed effect.
+#'   roles use the column of the same name. A role mapped to a column that
+#'   `count.data` does not have is an error that names the closest columns.
+#'   An unmapped `context`, `species` or `ran` role whose column is absent
+#'   becomes a constant (one context, gene or random level, named by the
+#'   role), and `wisp()` says so: with a message, or with a warning when a
+#'   column that looks like it holds the role (e.g. `mouse` or `animal` for
+#'   `ran`) was taken as a fixed effect. Without `fixedeffects`, every column
+#'   not used by another role is a fixed effect. See "Levels" for the order
+#'   of levels and the reference level.
 #' @param fit_only Only fit; no bootstrap or statistics.
 #' @param use.median Report the medians of the bootstrap replicates as the
 #'   estimates instead of the full-data fit.
@@ -83,14 +93,47 @@
 #' @param MCMC.settings Accepted for compatibility, at the original's
 #'   defaults only (MCMC is not offered): asking for MCMC steps, or any other
 #'   value of an MCMC setting, is an error that points to the bootstrap.
-#' @param plot.settings Named list of settings of [plot.wisp()]: `log.scale`
-#'   (FALSE), `title_size` (20), `axis_size` (12), `legend_size` (10),
-#'   `count_size` (1.5), `count_jitter` (0.5), `count.alpha.ran` (0.25),
-#'   `pred.alpha.ran` (0.9), `pred.alpha.none` (1). The original's other
-#'   names (`print.plots`, `dim.bounds`, `splitting_factor`, `CI_style`,
-#'   `splitting_factor_colors`, `label_size`, `count.alpha.none`) have no
-#'   effect here: they are accepted at their defaults only, and any other
-#'   value is an error.
+#' @param plot.settings Named list of settings of the figures of
+#'   [plot.wisp()], kept in the fit (defaults in parentheses). These are used:
+#'   \describe{
+#'   \item{\code{log.scale}}{(`FALSE`) the default of `plot(fit, log.scale
+#'     =)`: draw the rate-count plot on the log(count + 1) scale.}
+#'   \item{\code{title_size}}{(20) size of the title of every figure; the
+#'     title is drawn at 0.7 times this size, in points.}
+#'   \item{\code{axis_size}}{(12) size of the axis titles of every figure,
+#'     in points.}
+#'   \item{\code{legend_size}}{(10) size of the legend text of every figure,
+#'     in points.}
+#'   \item{\code{count_size}}{(1.5) size of the points of the observed counts
+#'     in the rate-count plot.}
+#'   \item{\code{count_jitter}}{(0.5) how far, in bins, the points of the
+#'     observed counts are jittered sideways in the rate-count plot.}
+#'   \item{\code{count.alpha.ran}}{(0.25) opacity of the points of the
+#'     observed counts in the rate-count plot.}
+#'   \item{\code{pred.alpha.ran}}{(0.9) opacity of the dashed curves of the
+#'     random levels (animals) in the rate-count plot.}
+#'   \item{\code{pred.alpha.none}}{(1) opacity of the solid population curves
+#'     in the rate-count plot.}
+#'   }
+#'   These names of the original have no effect here; they are accepted at
+#'   their defaults only, so that calls written for the original keep
+#'   working, and any other value is an error:
+#'   \describe{
+#'   \item{\code{print.plots}}{(`FALSE`) wisp() draws no plots: call
+#'     `plot(fit)`.}
+#'   \item{\code{dim.bounds}}{(empty) not used: the rate-count plot spans the
+#'     bins of the data.}
+#'   \item{\code{splitting_factor}}{(empty) not used: curves are coloured by
+#'     treatment.}
+#'   \item{\code{CI_style}}{(`TRUE`) not used: bootstrap bands are drawn as
+#'     shaded ribbons (`plot(fit, ci = FALSE)` leaves them out).}
+#'   \item{\code{splitting_factor_colors}}{(`c(120, 240)`) not used: the
+#'     colours are ggplot2's defaults (add a scale with `+` to change them).}
+#'   \item{\code{label_size}}{(5.5) not used: the figures have no text labels
+#'     of that kind.}
+#'   \item{\code{count.alpha.none}}{(0.25) not used: the population curves
+#'     have no count points.}
+#'   }
 #' @param ran.seed Seed of the bootstrap (`NULL`: drawn from R's random
 #'   number generator). R's own random stream is not changed.
 #' @param degrees `NULL` (detect the transitions of every curve), one whole
@@ -124,6 +167,30 @@
 #'   `warp_precision` (1e-7); `round_none` (TRUE) round the extrapolated
 #'   population counts; `max_bin` (0) number of bins (0: the largest bin;
 #'   at most 100,000); `trtKO` ("none") not supported.
+#'
+#' @section Levels:
+#' The order of the levels of every column of labels (contexts, genes,
+#' random levels, fixed effects) follows one rule: a factor keeps its levels
+#' in order (dropping levels without data); numbers are in numeric order;
+#' text is in numeric order when every value is a number ("7", "12", "18"),
+#' in the order of the number when every value is one shared non-numeric
+#' prefix followed by a number ("P7", "P12", "P18"; "gene1", "gene2",
+#' "gene10"; "E9.5", "E14.5"), and otherwise in C-locale byte order
+#' ("KO" before "WT", "Sst" before "gene1"), whatever the locale.
+#'
+#' The first level of a fixed effect is its *reference level*: the baseline
+#' parameters describe the curves at the reference levels, and every
+#' treatment effect is a difference from them. To choose it, make the column
+#' a factor with the reference first, e.g. `factor(genotype, levels =
+#' c("WT", "KO"))`. Treatments are named by their non-reference levels
+#' joined with ":" ("KO", "P12", "KO:P12"), the reference treatment by the
+#' reference levels ("WT:P7"), in `summary()`, the plots and
+#' `count.data.summed$treatment`.
+#'
+#' The time series (`variables$timeseries`) is cumulative in its level
+#' order, so that order must be known: a factor, numbers, or text ordered by
+#' a number as above. Any other text (e.g. "young", "adult", "old") is an
+#' error that asks for a factor with the levels in time order.
 #'
 #' @return An object of class `"wisp"`: a list with the original's fields
 #'   (`count.data.summed`, `fitted.parameters`, `param.names`,
@@ -173,6 +240,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   check_flag(converged.resamples.only, "converged.resamples.only")
   check_whole_number(max.fork, "max.fork", lower = 1, upper = 4096)
   check_worker_limit(max.fork, "max.fork")
+  warn_workers_above_cores(max.fork, "max.fork")
   check_flag(verbose, "verbose")
   settings <- wisp_model_settings(model.settings)
   wisp_mcmc_settings(MCMC.settings)
@@ -237,10 +305,11 @@ wisp_original <- function(prepared, settings, plot.settings, variables, call, ma
                           "round_none")],
     bins = if (settings$max_bin > 0) settings$max_bin else NULL
   )
-  say(sprintf("Summed %d tokens into %d rows (%d contexts, %d genes, %d random levels, %d treatments) in %.1f s.",
-              nrow(prepared$tokens), nrow(base$summed), length(base$contexts), length(base$species),
-              sum(base$ran_levels != "none"), length(base$treatments),
-              proc.time()[["elapsed"]] - started))
+  say(sprintf("Summed %s into %s (%s, %s, %s, %s) in %.1f s.",
+              count_noun(nrow(prepared$tokens), "token"), count_noun(nrow(base$summed), "row"),
+              count_noun(length(base$contexts), "context"), count_noun(length(base$species), "gene"),
+              count_noun(sum(base$ran_levels != "none"), "random level"),
+              count_noun(length(base$treatments), "treatment"), proc.time()[["elapsed"]] - started))
 
   grid <- NULL
   window <- settings$LROwindow_factor
@@ -254,8 +323,10 @@ wisp_original <- function(prepared, settings, plot.settings, variables, call, ma
                             call. = FALSE)
     window <- grid$LROwindow_factor[best]
     cutoff <- grid$LROcutoff[best]
-    say(sprintf("Grid search over %d change-point settings (%d distinct structures, %d worker%s): best %s at window factor %.2f, cutoff %.2f (%.1f s).",
-                nrow(grid), length(unique(grid$structure)), max.fork, if (max.fork > 1) "s" else "",
+    say(sprintf("Grid search over %s (%s, %s): best %s at window factor %.2f, cutoff %.2f (%.1f s).",
+                count_noun(nrow(grid), "change-point setting"),
+                count_noun(length(unique(grid$structure)), "distinct structure"),
+                count_noun(max.fork, "worker"),
                 settings$LRO_cost, window, cutoff, proc.time()[["elapsed"]] - t0))
   }
 
@@ -265,8 +336,9 @@ wisp_original <- function(prepared, settings, plot.settings, variables, call, ma
                           if (is.null(fixed)) integer() else fixed)
   result <- wisp_result(fitted, settings, plot.settings, grid, variables, call)
   diagnostics <- result$fit.diagnostics
-  say(sprintf("Fitted %d parameters (%d transitions): %s after %d evaluations (%.1f s).",
-              diagnostics$n.params, sum(result$degrees), diagnostics$code, diagnostics$num.evals,
+  say(sprintf("Fitted %s (%s): %s after %d evaluations (%.1f s).",
+              count_noun(diagnostics$n.params, "parameter"), count_noun(sum(result$degrees), "transition"),
+              diagnostics$code, diagnostics$num.evals,
               proc.time()[["elapsed"]] - t0))
   if (!diagnostics$converged) {
     warning("the fit did not converge (", diagnostics$code, "); consider raising ",
@@ -332,7 +404,8 @@ wisp_result <- function(fitted, settings, plot.settings, grid, variables, call) 
     variables = variables,
     fit.diagnostics = fit_diagnostics(fitted$diagnostics, length(parameters)),
     degrees = model$degrees,
-    change.points = as.data.frame(fitted$change_points, stringsAsFactors = FALSE),
+    change.points = with_treatment_names(as.data.frame(fitted$change_points,
+                                                       stringsAsFactors = FALSE), model),
     parameters = model$parameters,
     start = stats::setNames(fitted$start, model$parameter_names),
     plan = fitted$plan,

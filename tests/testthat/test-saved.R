@@ -40,6 +40,14 @@ test_that("refitting the fixture's data gives exactly what wispack 0.1.0 compute
   counts <- readRDS(test_path("fixtures", "counts-v0.rds"))
   fit <- suppressWarnings(wisp(counts, bootstraps.num = 4, ran.seed = 7, verbose = FALSE,
                                model.settings = list(likelihood = "original", LRO_cost = "none")))
+  # 0.1.0 called the reference treatment "ref"; it is named by its levels now
+  reference <- paste(old$fix$ref.lvl, collapse = ":")
+  rename <- function(x) replace(x, x %in% "ref", reference)
+  old$treatment$names <- rename(old$treatment$names)
+  dimnames(old$weight.matrix) <- lapply(dimnames(old$weight.matrix), rename)
+  for (field in c("count.data.summed", "change.points", "parameters")) {
+    old[[field]]$treatment <- rename(old[[field]]$treatment)
+  }
   for (field in c("fitted.parameters", "start", "count.data.summed", "change.points",
                   "weight.matrix", "gamma.dispersion", "degrees", "parameters", "param.idx0",
                   "treatment", "fix", "sample.params.bs", "diagnostics.bs")) {

@@ -47,8 +47,11 @@ test_that("each animal is in exactly one between-animal group and observed at ev
   expect_identical(nrow(groups), 11L)          # one group per animal
   expect_identical(sort(groups$ran), sort(design$animals$ran))
   truth_groups <- attr(counts, "truth")$design$animals
-  expect_identical(groups$genotype, truth_groups$genotype[match(groups$ran, truth_groups$ran)])
-  expect_identical(groups$age, truth_groups$age[match(groups$ran, truth_groups$ran)])
+  expect_identical(as.character(groups$genotype),
+                   truth_groups$genotype[match(groups$ran, truth_groups$ran)])
+  expect_identical(as.character(groups$age), truth_groups$age[match(groups$ran, truth_groups$ran)])
+  # factors with the levels in the order given, the first the reference
+  expect_identical(levels(counts$genotype), c("WT", "KO"))
   within <- table(unique(counts[c("ran", "hemisphere")])$ran)
   expect_true(all(within == 2))                # both hemispheres of every animal
   per_group <- table(groups$genotype, groups$age)
@@ -65,7 +68,7 @@ test_that("without a design every animal is crossed with every treatment, as bef
                           fixed.effects = list(hemisphere = c("left", "right"),
                                                age = c(7, 12, 18)), seed = 4)
   expect_named(counts, c("count", "bin", "context", "species", "ran", "hemisphere", "age"))
-  expect_true(is.numeric(counts$age))
+  expect_identical(levels(counts$age), c("7", "12", "18")) # a factor, in the order given
   expect_true(all(counts$count >= 0 & counts$count == round(counts$count)))
   # 2 genes x 3 mice x 6 treatments x 30 bins x 5 cells
   expect_identical(nrow(counts), 2L * 3L * 6L * 30L * 5L)
@@ -108,12 +111,14 @@ test_that("the population curves are W beta for an independently built weight ma
   counts <- wisp_simulate(design = nested_design(2), n.genes = 2, n.bins = 40, degrees = 2L,
                           seed = 6)
   truth <- attr(counts, "truth")
-  levels <- list(genotype = c("KO", "WT"), age = c("P12", "P18"),
+  levels <- list(genotype = c("WT", "KO"), age = c("P12", "P18"),
                  hemisphere = c("left", "right"))
   W <- reference_weights(levels)
+  # the reference treatment is named by its levels: WT, P12, left
+  rownames(W)[1] <- colnames(W)[1] <- "WT:P12:left"
   treatments <- rownames(W)
   beta_name <- function(component, gene, block, treatment) {
-    if (treatment == "ref") {
+    if (treatment == "WT:P12:left") {
       sprintf("baseline_context1_%s_%s_Tns/Blk%d", component, gene, block)
     } else {
       sprintf("beta_%s_context1_%s_%s_X_Tns/Blk%d", component, gene, treatment, block)

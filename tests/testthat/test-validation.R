@@ -29,15 +29,17 @@ test_that("roles can be mapped to other column names", {
   names(data)[names(data) == "species"] <- "gene"
   names(data)[names(data) == "ran"] <- "mouse"
   prepared <- prepare(data, list(species = "gene", ran = "mouse"))
-  expect_identical(prepared$tokens$species, data$gene)
+  expect_identical(as.character(prepared$tokens$species), data$gene)
   expect_identical(prepared$fixed_effects, "hemisphere")
 })
 
 test_that("an unmapped role whose column is absent becomes a constant column", {
   data <- tiny_counts()
   data$context <- NULL
-  expect_identical(unique(prepare(data)$tokens$context), "context")
-  expect_identical(unique(prepare(data, list(context = "S1"))$tokens$context), "S1")
+  expect_message(prepared <- prepare(data), "no column 'context'")
+  expect_identical(levels(prepared$tokens$context), "context")
+  # a role mapped to a column that is not there is an error, not a constant
+  expect_error(prepare(data, list(context = "S1")), class = "wisp_input_error", regexp = "'S1'")
 })
 
 test_that("a role mapped to a missing column is refused", {

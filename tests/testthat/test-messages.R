@@ -1,0 +1,113 @@
+# What wisp() and bs_batch() tell the user: missing arguments, worker
+# counts, plurals, the width of the summary table, and ?wisp.
+
+messages_fit <- once(function() {
+  wisp(wisp_simulate(n.genes = 1, n.random = 2, n.bins = 12, cells.per.bin = 2, seed = 6),
+       model.settings = list(LRO_cost = "none"), verbose = FALSE)
+})
+
+test_that("bs_batch() without bootstraps.num is an input error", {
+  expect_error(bs_batch(messages_fit()), class = "wisp_input_error",
+               regexp = "bootstraps.num")
+})
+
+test_that("more workers than cores draws a warning that says so", {
+  cores <- parallel::detectCores()
+  skip_if(is.na(cores) || cores + 1 > 4096)
+  # R CMD check --as-cran caps workers at 2; this test is about the cores
+  old <- Sys.getenv("_R_CHECK_LIMIT_CORES_", NA)
+  Sys.setenv("_R_CHECK_LIMIT_CORES_" = "false")
+  on.exit(if (is.na(old)) Sys.unsetenv("_R_CHECK_LIMIT_CORES_") else
+    Sys.setenv("_R_CHECK_LIMIT_CORES_" = old), add = TRUE)
+  expect_warning(bs_batch(messages_fit(), 1, max.fork = cores + 1, seed = 1),
+                 sprintf("max.fork = %d.*%d core", cores + 1, cores))
+  expect_no_warning(bs_batch(messages_fit(), 1, max.fork = 1, seed = 1))
+  counts <- wisp_simulate(n.genes = 1, n.random = 2, n.bins = 12, cells.per.bin = 2, seed = 6)
+  warnings <- character()
+  withCallingHandlers(
+    wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE,
+         max.fork = cores + 1, bootstraps.num = 2),
+    warning = function(w) {
+      warnings <<- c(warnings, conditionMessage(w))
+      invokeRestart("muffleWarning")
+    })
+  expect_identical(sum(grepl("core", warnings)), 1L) # once, not again for the bootstrap
+})
+
+test_that("the future backend reports the workers of the plan", {
+  skip_if_not_installed("future.apply")
+  skip_on_cran()
+  old_plan <- future::plan(future::multisession, workers = 2)
+  on.exit(future::plan(old_plan), add = TRUE)
+  boot <- bs_batch(messages_fit(), 2, backend = "future", seed = 1)
+  expect_output(print(boot), "backend \"future\", 2 workers")
+})
+
+test_that("workers that cannot load wispack get a hint about their library path", {
+  skip_if_not_installed("future.apply")
+  skip_on_cran()
+  library <- dirname(find.package("wispack"))
+  skip_if(normalizePath(library) %in% normalizePath(c(.Library, .Library.site)),
+          "wispack is in a default library: every worker finds it")
+  # a worker that sees only R's own libraries
+  cluster <- parallel::makePSOCKcluster(1)
+  on.exit(parallel::stopCluster(cluster), add = TRUE)
+  parallel::clusterEvalQ(cluster, .libPaths(.Library))
+  old_plan <- future::plan(future::cluster, workers = cluster)
+  on.exit(future::plan(old_plan), add = TRUE, after = FALSE)
+  expect_error(bs_batch(messages_fit(), 1, backend = "future", seed = 1),
+               class = "wisp_input_error", regexp = "\\.libPaths\\(\\).*R_LIBS")
+})
+
+test_that("messages count in the singular for one", {
+  counts <- wisp_simulate(n.contexts = 1, n.genes = 1, n.random = 2, n.bins = 12,
+                          cells.per.bin = 2, degrees = 1L, seed = 6)
+  messages <- character()
+  withCallingHandlers(
+    wisp(counts, model.settings = list(LRO_cost = "none"), verbose = TRUE, fit_only = TRUE),
+    message = function(m) {
+      messages <<- c(messages, conditionMessage(m))
+      invokeRestart("muffleMessage")
+    })
+  expect_true(any(grepl("1 context,", messages, fixed = TRUE)))
+  expect_false(any(grepl("\\b1 [a-z ]*(contexts|genes|levels|treatments|transitions|workers)\\b",
+                         messages)))
+})
+
+test_that("print(summary(fit)) keeps p.adj and the marks beside the estimates at width 80", {
+  counts <- wisp_simulate(n.contexts = 2, n.genes = 2, n.random = 3, n.bins = 20,
+                          cells.per.bin = 2, degrees = 1L, seed = 7)
+  fit <- suppressWarnings(wisp(counts, model.settings = list(LRO_cost = "none"),
+                               bootstraps.num = 10, ran.seed = 1, verbose = FALSE))
+  old <- options(width = 80)
+  on.exit(options(old), add = TRUE)
+  out <- capture.output(print(summary(fit), max.rows = 100))
+  expect_true(all(nchar(out) <= 80 | grepl("^Call", out)))
+  headers <- out[grepl("estimate", out)]
+  expect_gt(length(headers), 0)
+  expect_true(all(grepl("p.adj", headers, fixed = TRUE) & grepl("sig", headers, fixed = TRUE)))
+  # every coefficient is shown once, with its context
+  expect_identical(sum(grepl("^ *(baseline|beta) ", out)), nrow(summary(fit)$coefficients))
+  expect_true(any(grepl("context2", out, fixed = TRUE)))
+})
+
+test_that("?wisp documents every entry of plot.settings, each with what it does", {
+  rd <- tools::Rd_db("wispack")[["wisp.Rd"]]
+  skip_if(is.null(rd), "no installed help pages")
+  tag <- function(x) attr(x, "Rd_tag")
+  text <- function(x) paste(as.character(structure(x, class = "Rd")), collapse = "")
+  arguments <- Filter(function(x) identical(tag(x), "\\arguments"), rd)[[1]]
+  item <- Filter(function(x) identical(tag(x), "\\item") && text(x[[1]]) == "plot.settings",
+                 arguments)[[1]]
+  # one \item{\code{name}}{what it does} per setting, in a list of its own
+  lists <- Filter(function(x) tag(x) %in% c("\\describe", "\\itemize"), item[[2]])
+  entries <- unlist(lapply(lists, function(l) {
+    items <- Filter(function(x) identical(tag(x), "\\item"), l)
+    stats::setNames(vapply(items, function(i) text(i[[2]]), ""),
+                    vapply(items, function(i) gsub("\\\\code\\{|\\}", "", text(i[[1]])), ""))
+  }))
+  for (name in names(wispack:::wisp_default_plot_settings())) {
+    entry <- if (name %in% names(entries)) entries[[name]] else ""
+    expect_gt(nchar(entry), 20, label = name)
+  }
+})
