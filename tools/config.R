@@ -18,12 +18,12 @@
 is_windows <- .Platform$OS.type == "windows"
 
 find_tool <- function(tool) {
-  # rustup installs into ~/.cargo/bin (%USERPROFILE%\.cargo\bin on Windows),
-  # which R CMD INSTALL does not always have on PATH.
+  # rustup installs into ~/.cargo/bin, which R CMD INSTALL does not always
+  # have on PATH (src/Makevars adds it). On Windows, rustup puts its
+  # directory on the PATH itself, and src/Makevars.win relies on that.
   path <- Sys.which(tool)
-  if (!nzchar(path)) {
-    home <- Sys.getenv(if (is_windows) "USERPROFILE" else "HOME")
-    candidate <- file.path(home, ".cargo", "bin", paste0(tool, if (is_windows) ".exe"))
+  if (!nzchar(path) && !is_windows) {
+    candidate <- file.path(Sys.getenv("HOME"), ".cargo", "bin", tool)
     if (file.exists(candidate)) path <- candidate
   }
   if (!nzchar(path)) {
