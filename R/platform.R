@@ -26,7 +26,7 @@ default_backend <- function(platform = wisp_platform(),
 # bs_batch()'s `backend` argument, checked against what this platform offers:
 # the default (the whole vector of choices) becomes default_backend().
 bootstrap_backend <- function(backend, max.fork = 1, memory_limit = NULL, call = sys.call(-1)) {
-  choices <- c("fork", "mclapply", "serial", "future")
+  choices <- eval(formals(bs_batch)$backend)
   platform <- wisp_platform()
   chosen <- !identical(backend, choices)
   backend <- if (chosen) match_choice(backend, "backend", choices, call = call) else
