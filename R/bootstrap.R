@@ -9,16 +9,19 @@
 #' `seed` and its number, so every backend, worker count, `tasks.per.child`
 #' and schedule gives bitwise-identical estimates.
 #'
-#' Backends:
-#' * `"fork"` (default): the package's Rust engine forks short-lived worker
-#'   processes (at most `max.fork` at once), each running `tasks.per.child`
-#'   replicates. Failures (a crash, `timeout`, `child.memory.limit`) are
-#'   recorded per replicate; Ctrl-C stops cleanly.
-#' * `"mclapply"`: [parallel::mclapply()] with `mc.preschedule`.
+#' Backends (which exist, and the default, depend on the platform: see
+#' Platforms below):
+#' * `"fork"` (default on Linux and macOS): the package's Rust engine forks
+#'   short-lived worker processes (at most `max.fork` at once), each running
+#'   `tasks.per.child` replicates. Failures (a crash, `timeout`,
+#'   `child.memory.limit`) are recorded per replicate; Ctrl-C stops cleanly.
+#' * `"mclapply"`: [parallel::mclapply()] with `mc.preschedule` (Linux and
+#'   macOS).
 #' * `"serial"`: one replicate after another in this R process.
 #' * `"future"`: [future.apply::future_lapply()] on whatever [future::plan()]
 #'   you set (multisession, cluster, batchtools, ...). The model travels to
-#'   the workers as bytes; the workers need wispack installed.
+#'   the workers as bytes; the workers need wispack installed. The default
+#'   on Windows.
 #'
 #' @param fit A `"wisp"` object from [wisp()] (it may have been saved with
 #'   [saveRDS()] and read back).
@@ -26,7 +29,10 @@
 #' @param max.fork Worker processes (fork and mclapply backends); more than
 #'   the machine's cores draws a warning. The future backend runs on the
 #'   workers of the plan, and records their number.
-#' @param backend One of `"fork"`, `"mclapply"`, `"serial"`, `"future"`.
+#' @param backend One of `"fork"`, `"mclapply"`, `"serial"`, `"future"`. By
+#'   default `"fork"` where the platform can fork (Linux, macOS); on Windows
+#'   `"future"`, or `"serial"` when the future.apply package is not
+#'   installed.
 #' @param tasks.per.child Replicates a forked worker runs before it exits
 #'   (fork backend).
 #' @param schedule `"rolling"` (a new worker as soon as one exits) or
@@ -39,7 +45,7 @@
 #'   (fork backend).
 #' @param child.memory.limit Megabytes of memory a forked worker may add
 #'   beyond its size at fork; a replicate that needs more fails with reason
-#'   "memory limit" (fork backend).
+#'   "memory limit" (fork backend, Linux only).
 #' @param trim.memory Return freed heap memory to the system after each
 #'   replicate (glibc `malloc_trim`), for workers that run several.
 #' @param checkpoint `NULL`, or the path of a checkpoint file that makes the
@@ -69,6 +75,25 @@
 #' @param replicates Replicate numbers to run instead of `1:bootstraps.num`,
 #'   e.g. `201:400` to extend a run of 200 with the same `seed`; runs with
 #'   different numbers attach to one fit ([wisp_statistics()]'s `boot`).
+#' @section Platforms:
+#' * Linux: every backend, `"fork"` by default. The memory columns of
+#'   `diagnostics` are read from `/proc`: `peak_rss_mb` (the worker's peak
+#'   resident set size, `VmHWM`), `pss_mb` (its proportional set size:
+#'   pages shared with other processes divided among them) and
+#'   `private_dirty_mb` (pages it wrote since it was forked), in MiB.
+#' * macOS: every backend, `"fork"` by default; `child.memory.limit` is not
+#'   available (macOS does not enforce address-space limits), and the memory
+#'   columns are `NA` (there is no `/proc`, and nothing like PSS).
+#' * Windows: there is no `fork()`, so only `"serial"` and `"future"`:
+#'   `"future"` by default when future.apply is installed, replicates then
+#'   running on the workers of your [future::plan()] (e.g.
+#'   `future::plan(future::multisession, workers = 4)`; with the default
+#'   sequential plan and `max.fork > 1` a message says so), and `"serial"`
+#'   otherwise. Asking for `"fork"` or `"mclapply"` is an error of class
+#'   `wisp_input_error` that names these two. `timeout` and
+#'   `child.memory.limit` need the fork backend; the memory columns are
+#'   `NA`. [wisp()]'s grid search runs on `max.fork` threads.
+#'
 #' @section Interrupts and failures:
 #' A replicate whose worker is killed, crashes, panics, exceeds `timeout` or
 #' `child.memory.limit` is recorded as failed (`NA` row of `t`, `ok =
@@ -91,7 +116,8 @@
 #'   at the estimate), `on.bound` (estimates on a bound; 0 for this model),
 #'   `fit.seconds` (the optimisation), `seconds` (the whole replicate), and
 #'   `pid`, `peak_rss_mb`, `pss_mb`, `private_dirty_mb` of the process that
-#'   ran it), `seed`, `backend`, `max.fork` (the workers; for the future
+#'   ran it; the memory columns are `NA` except on Linux, see Platforms),
+#'   `seed`, `backend`, `max.fork` (the workers; for the future
 #'   backend, those of the plan, [future::nbrOfWorkers()]) and `call`.
 #' @export
 #' @examples
@@ -132,7 +158,7 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
   }
   check_whole_number(max.fork, "max.fork", lower = 1, upper = 4096)
   check_worker_limit(max.fork, "max.fork")
-  backend <- match_choice(backend, "backend", c("fork", "mclapply", "serial", "future"))
+  backend <- bootstrap_backend(backend, max.fork, child.memory.limit)
   if (backend %in% c("fork", "mclapply")) warn_workers_above_cores(max.fork, "max.fork")
   check_whole_number(tasks.per.child, "tasks.per.child", lower = 1)
   schedule <- match_choice(schedule, "schedule", c("rolling", "batch"))

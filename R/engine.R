@@ -7,7 +7,7 @@
 #'
 #' It is a test hook: it exists only in builds with the test hooks
 #' (`WISPACK_TEST_HOOKS=true R CMD INSTALL .`, as `tools/test.sh` does);
-#' elsewhere it is an error.
+#' elsewhere it is an error, and so it is where there is no fork (Windows).
 #'
 #' Task `i` (numbered from 1) sleeps `sleep` seconds, allocates and touches
 #' `alloc_mb` MB (`alloc_mb[i]` when it has one value per task), and returns `payload` doubles drawn from its own random
@@ -39,7 +39,7 @@
 #'   wrote the result (`NA` for a task whose child died).
 #' @keywords internal
 #' @examples
-#' if (wispack:::test_hooks_enabled()) {
+#' if (wispack:::test_hooks_enabled() && wispack:::wisp_platform()$fork) {
 #'   wispack:::engine_selftest(4, workers = 2, payload = 10, crash = 3)
 #' }
 engine_selftest <- function(n_tasks, workers = 1L, tasks_per_child = 1L,

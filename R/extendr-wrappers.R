@@ -184,6 +184,13 @@ checkpoint_append_rust <- function(path, key, seed, outcome) rust_result(.Call(w
 #' @noRd
 test_hooks_rust <- function() rust_result(.Call(wrap__test_hooks_rust))
 
+#' What this build can do on this platform: `fork` (the fork engine: Linux
+#' and macOS), `memory_limit` (worker memory limits: Linux) and
+#' `memory_figures` (the memory columns: Linux); see `src/platform.rs`.
+#' @keywords internal
+#' @noRd
+platform_rust <- function() rust_result(.Call(wrap__platform_rust))
+
 #' Run synthetic tasks on the fork engine (backend of `engine_selftest()`;
 #' test hook).
 #' @keywords internal

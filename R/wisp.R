@@ -87,7 +87,8 @@
 #' @param converged.resamples.only Use only converged replicates for the
 #'   statistics.
 #' @param max.fork Number of worker processes for the grid search and the
-#'   bootstrap.
+#'   bootstrap (on Windows, which has no fork: threads for the grid search,
+#'   and the bootstrap on [bs_batch()]'s default backend there).
 #' @param verbose Print progress messages.
 #' @param model.settings Named list of model settings; see Details.
 #' @param MCMC.settings Accepted for compatibility, at the original's

@@ -1,6 +1,9 @@
-# Run by ./configure: checks the Rust toolchain and writes src/Makevars.
+# Run by ./configure (./configure.win on Windows): checks the Rust toolchain
+# and writes src/Makevars from src/Makevars.in (src/Makevars.win from
+# src/Makevars.win.in on Windows, which builds for the GNU target
+# x86_64-pc-windows-gnu with Rtools).
 #
-# Placeholders in src/Makevars.in:
+# Placeholders in src/Makevars.in and src/Makevars.win.in:
 #   @CARGO_FLAGS@  "-j 2 --offline" when building from the vendored crates
 #   @VENDORED@     "yes" when src/rust/vendor.tar.xz is there, else "no"
 #   @PROFILE@      "--release", or empty for DEBUG=true builds
@@ -12,10 +15,14 @@
 # benchmarks use (fault injection, synthetic engine tasks, timing loops).
 # tools/test.sh sets it; a default install leaves them out.
 
+is_windows <- .Platform$OS.type == "windows"
+
 find_tool <- function(tool) {
-  # rustup installs into ~/.cargo/bin, which R CMD INSTALL does not always have on PATH.
+  # rustup installs into ~/.cargo/bin, which R CMD INSTALL does not always
+  # have on PATH (src/Makevars adds it). On Windows, rustup puts its
+  # directory on the PATH itself, and src/Makevars.win relies on that.
   path <- Sys.which(tool)
-  if (!nzchar(path)) {
+  if (!nzchar(path) && !is_windows) {
     candidate <- file.path(Sys.getenv("HOME"), ".cargo", "bin", tool)
     if (file.exists(candidate)) path <- candidate
   }
@@ -48,6 +55,19 @@ if (utils::compareVersion(rustc$number, minimum_rustc) < 0) {
                minimum_rustc, rustc$number), call. = FALSE)
 }
 
+if (is_windows) {
+  # R's toolchain on Windows (Rtools) links the GNU target; rustup installs
+  # the MSVC one by default.
+  sysroot <- system2(find_tool("rustc"), c("--print", "sysroot"), stdout = TRUE)[1]
+  if (!dir.exists(file.path(sysroot, "lib", "rustlib", "x86_64-pc-windows-gnu"))) {
+    stop(paste(
+      "wispack builds for the Rust target x86_64-pc-windows-gnu, which is not installed.",
+      "Install it with `rustup target add x86_64-pc-windows-gnu`, then try again.",
+      sep = "\n"
+    ), call. = FALSE)
+  }
+}
+
 is_debug <- nzchar(Sys.getenv("DEBUG"))
 # The vendored crates are always used when present, so an install never needs
 # the network; a checkout without the tarball fetches crates with cargo.
@@ -65,9 +85,10 @@ replacements <- c(
   "@CLEAN_TARGET@" = if (is_debug) "" else "$(TARGET_DIR)",
   "@FEATURES@" = if (test_hooks) "--features test-hooks" else ""
 )
-text <- readLines("src/Makevars.in")
+makevars <- if (is_windows) "src/Makevars.win" else "src/Makevars"
+text <- readLines(paste0(makevars, ".in"))
 for (key in names(replacements)) text <- gsub(key, replacements[[key]], text, fixed = TRUE)
-con <- file("src/Makevars", open = "wb")
+con <- file(makevars, open = "wb")
 writeLines(text, con, sep = "\n")
 close(con)
-message("Wrote src/Makevars.")
+message("Wrote ", makevars, ".")

@@ -2,10 +2,11 @@
 //!
 //! A checkpoint is the 8-byte file magic [`FILE_MAGIC`] followed by frames
 //! ([`crate::codec`]; magic `WCKF`), one per finished replicate, each
-//! appended with a single `write` under an exclusive `flock` and made durable
-//! with `fsync` before the writer goes on. A frame's payload is an [`Entry`]
-//! in bincode: the replicate's [`Outcome`] with the fingerprint of its plan
-//! and its seed. A reader checks every frame's magic, length and checksum. A
+//! appended with a single `write` under an exclusive file lock (`flock`, or
+//! `LockFileEx` on Windows: [`crate::platform::lock_exclusive`]) and made
+//! durable with `fsync` before the writer goes on. A frame's payload is an
+//! [`Entry`] in bincode: the replicate's [`Outcome`] with the fingerprint of
+//! its plan and its seed. A reader checks every frame's magic, length and checksum. A
 //! frame that fails (a tail cut short by a crash or a full disk, or bytes
 //! damaged in place) is skipped: the reader searches forward for the next
 //! frame that checks out, so only the replicates in damaged bytes are lost.
@@ -13,9 +14,10 @@
 //! renamed over it) before new frames are appended.
 //!
 //! Several processes may append to one file at once (the forked workers of
-//! `mclapply`, the fork engine's parent, a serial loop): every append takes
-//! the lock, so frames never interleave. Rewriting is not coordinated with
-//! appenders; one bootstrap run per checkpoint file at a time.
+//! `mclapply`, the fork engine's parent, `future` workers, a serial loop):
+//! every append takes the lock, so frames never interleave. Rewriting is not
+//! coordinated with appenders; one bootstrap run per checkpoint file at a
+//! time.
 //!
 //! The file magic carries the format's number: a change to [`Entry`] (or to
 //! [`Outcome`]) needs a new one, and files of older formats are refused with
@@ -27,7 +29,6 @@ use crate::outcome::Outcome;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// The first bytes of every checkpoint file: "WISPCKP" and the format number.
@@ -224,10 +225,7 @@ fn sync_directory_of(path: &Path) -> Result<(), CheckpointError> {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let handle = File::open(&directory).map_err(|e| io_error("open", &directory, e))?;
-    handle
-        .sync_all()
-        .map_err(|e| io_error("sync", &directory, e))
+    crate::platform::sync_directory(&directory).map_err(|e| io_error("sync", &directory, e))
 }
 
 /// Writes a complete checkpoint holding `entries` to `path`, atomically
@@ -237,15 +235,19 @@ fn write_whole(path: &Path, entries: &[Entry]) -> Result<(), CheckpointError> {
     temporary.push(format!(".tmp{}", std::process::id()));
     let temporary = PathBuf::from(temporary);
     let result = (|| {
-        let mut file = File::create(&temporary).map_err(|e| io_error("create", &temporary, e))?;
         let mut bytes = FILE_MAGIC.to_vec();
         for entry in entries {
             bytes.extend(encode_entry(entry).map_err(CheckpointError::Io)?);
         }
-        file.write_all(&bytes)
-            .map_err(|e| io_error("write", &temporary, e))?;
-        file.sync_all()
-            .map_err(|e| io_error("sync", &temporary, e))?;
+        {
+            // Closed before the rename, which Windows may refuse for an open file.
+            let mut file =
+                File::create(&temporary).map_err(|e| io_error("create", &temporary, e))?;
+            file.write_all(&bytes)
+                .map_err(|e| io_error("write", &temporary, e))?;
+            file.sync_all()
+                .map_err(|e| io_error("sync", &temporary, e))?;
+        }
         std::fs::rename(&temporary, path).map_err(|e| io_error("replace", path, e))?;
         sync_directory_of(path)
     })();
@@ -276,6 +278,9 @@ impl Appender {
     /// Opens an existing checkpoint (made by [`open`]) for appending.
     pub(crate) fn new(path: &Path) -> Result<Self, CheckpointError> {
         let file = OpenOptions::new()
+            // Windows locks only handles that may read or write, and an
+            // append-only handle may do neither.
+            .read(true)
             .append(true)
             .open(path)
             .map_err(|e| io_error("open", path, e))?;
@@ -288,20 +293,12 @@ impl Appender {
     /// Appends one entry and returns once it is on disk.
     pub(crate) fn append(&mut self, entry: &Entry) -> Result<(), CheckpointError> {
         let frame = encode_entry(entry).map_err(CheckpointError::Io)?;
-        let fd = self.file.as_raw_fd();
-        // SAFETY: flock on a descriptor we own; released below or when it closes.
-        while unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
-            let error = std::io::Error::last_os_error();
-            if error.kind() != ErrorKind::Interrupted {
-                return Err(io_error("lock", &self.path, error));
-            }
-        }
-        let written = self
-            .file
+        let lock = crate::platform::lock_exclusive(&self.file)
+            .map_err(|e| io_error("lock", &self.path, e))?;
+        let written = (&self.file)
             .write_all(&frame)
             .and_then(|()| self.file.sync_data());
-        // SAFETY: as above.
-        unsafe { libc::flock(fd, libc::LOCK_UN) };
+        drop(lock);
         written.map_err(|e| io_error("append to", &self.path, e))
     }
 }
@@ -435,6 +432,7 @@ mod tests {
         done(&path);
     }
 
+    #[cfg(unix)]
     #[test]
     fn devices_are_refused() {
         assert!(matches!(
@@ -467,6 +465,7 @@ mod tests {
         done(&path);
     }
 
+    #[cfg(unix)]
     #[test]
     fn concurrent_appenders_never_interleave() {
         let path = scratch("concurrent");
@@ -489,6 +488,29 @@ mod tests {
         for child in children {
             nix::sys::wait::waitpid(child, None).unwrap();
         }
+        let contents = read(&path).unwrap();
+        assert!(contents.damage.is_empty());
+        assert_eq!(contents.entries.len(), 100);
+        done(&path);
+    }
+
+    /// The lock holds between handles of one process too (threads here, the
+    /// way `future` workers on one machine share a file on Windows).
+    #[test]
+    fn appenders_on_separate_handles_never_interleave() {
+        let path = scratch("threads");
+        open(&path).unwrap();
+        std::thread::scope(|scope| {
+            for writer in 0..4u32 {
+                let path = &path;
+                scope.spawn(move || {
+                    let mut appender = Appender::new(path).unwrap();
+                    for r in 0..25 {
+                        appender.append(&entry(writer * 100 + r, 2000)).unwrap();
+                    }
+                });
+            }
+        });
         let contents = read(&path).unwrap();
         assert!(contents.damage.is_empty());
         assert_eq!(contents.entries.len(), 100);

@@ -31,7 +31,7 @@ pub(crate) fn strike_armed(task: usize) {
 /// How a chosen task misbehaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Fault {
-    /// The child is killed by SIGKILL.
+    /// The child is killed by SIGKILL (aborts where there are no signals).
     Kill,
     /// The child dies of a segmentation fault (SIGSEGV).
     Segfault,
@@ -79,11 +79,9 @@ impl FaultPlan {
 
 fn strike(fault: Fault) {
     match fault {
+        Fault::Kill => crate::platform::kill_self(),
         // SAFETY: raising a signal against ourselves has no memory effects;
-        // the default dispositions (set in the child) end the process.
-        Fault::Kill => unsafe {
-            libc::raise(libc::SIGKILL);
-        },
+        // the default disposition (set in the child) ends the process.
         Fault::Segfault => unsafe {
             libc::raise(libc::SIGSEGV);
         },

@@ -7,7 +7,9 @@
 //!   and the files that make runs resumable;
 //! - [`saved`], [`codec`]: versioned, checksummed saved state;
 //! - [`count`]: the count likelihood (the default model) and its fit;
-//! - [`engine`]: the fork engine, which knows nothing about the model;
+//! - [`engine`]: the fork engine (threads where there is no fork), which
+//!   knows nothing about the model; [`platform`]: what differs between
+//!   operating systems;
 //! - [`rules`]: defaults and limits R asks for; [`error`]: error kinds.
 //!
 //! Test-only code (fault injection, synthetic engine tasks, timing loops) is
@@ -28,6 +30,7 @@ mod fit;
 mod model;
 mod outcome;
 mod pipeline;
+mod platform;
 mod resampling;
 mod rules;
 mod sampling;

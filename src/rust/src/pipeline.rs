@@ -177,7 +177,8 @@ impl GridPoint {
 
 /// The LRO grid search: every (window factor, cutoff) pair of [`lro_grid`]
 /// detected with `template`'s other settings, and each distinct structure
-/// fitted once, in a forked child of the fork engine. An interrupt (polled
+/// fitted once, on the engine's workers (forked children, or threads where
+/// there is no fork, as `options.kind` says). An interrupt (polled
 /// by `interrupted`) ends it with an [`crate::error::ErrorKind::Interrupted`] error.
 pub(crate) fn grid_search(
     base: &Model,
@@ -207,9 +208,7 @@ pub(crate) fn grid_search(
         |_| {},
     )?;
     if batch.interrupted {
-        return Err(Error::interrupted(
-            "interrupted; all child processes were killed",
-        ));
+        return Err(Error::interrupted("interrupted; every worker was stopped"));
     }
     let fits: Vec<Result<FitSummary, String>> = batch
         .records
@@ -274,6 +273,53 @@ fn distinct_detections(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The grid search's fits do not depend on where they run: forked
+    /// children (Unix) or threads (the default where there is no fork).
+    #[cfg(unix)]
+    #[test]
+    fn the_grid_search_fits_the_same_on_threads_as_in_child_processes() {
+        use crate::engine::WorkerKind;
+        use crate::model::synthetic::{build_case_from, strings, SplitMix};
+        use crate::model::Factor;
+        let case = build_case_from(
+            &mut SplitMix(11),
+            1,
+            2,
+            vec![1, 2],
+            vec![Factor::new("side", strings(&["left", "right"]))],
+            2,
+        );
+        let search = |kind: WorkerKind| {
+            let options = PoolOptions {
+                kind,
+                workers: 2,
+                ..PoolOptions::default()
+            };
+            let points = grid_search(
+                &case.model,
+                &DetectionSettings::default(),
+                &PipelineSettings::default(),
+                7,
+                &options,
+                || false,
+            )
+            .unwrap();
+            // Everything but the timing.
+            points
+                .into_iter()
+                .map(|point| {
+                    let fit = point
+                        .fit
+                        .map(|f| (f.parameters, f.nll, f.code, f.evaluations));
+                    (point.window_factor, point.cutoff, point.structure, fit)
+                })
+                .collect::<Vec<_>>()
+        };
+        let in_processes = search(WorkerKind::Process);
+        assert!(in_processes.iter().any(|point| point.3.is_ok()));
+        assert_eq!(search(WorkerKind::Thread), in_processes);
+    }
 
     #[test]
     fn the_grid_has_81_pairs_from_1_to_3() {

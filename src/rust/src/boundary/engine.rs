@@ -1,4 +1,5 @@
-//! R entry points for the fork engine itself (test hooks).
+//! R entry points for the fork engine itself (test hooks) and what the
+//! platform offers.
 
 use super::RResult;
 #[cfg(feature = "test-hooks")]
@@ -13,6 +14,21 @@ use extendr_api::prelude::*;
 #[extendr]
 fn test_hooks_rust() -> bool {
     cfg!(feature = "test-hooks")
+}
+
+/// What this build can do on this platform: `fork` (the fork engine: Linux
+/// and macOS), `memory_limit` (worker memory limits: Linux) and
+/// `memory_figures` (the memory columns: Linux); see `src/platform.rs`.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn platform_rust() -> List {
+    use crate::platform;
+    list!(
+        fork = platform::FORK,
+        memory_limit = platform::MEMORY_LIMIT,
+        memory_figures = platform::MEMORY_FIGURES
+    )
 }
 
 /// Run synthetic tasks on the fork engine (backend of `engine_selftest()`;
@@ -112,5 +128,6 @@ fn engine_selftest_rust(
 extendr_module! {
     mod engine;
     fn test_hooks_rust;
+    fn platform_rust;
     fn engine_selftest_rust;
 }

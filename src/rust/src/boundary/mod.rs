@@ -15,7 +15,7 @@ mod engine;
 mod fit;
 mod model;
 
-use crate::engine::{PoolOptions, Schedule};
+use crate::engine::{PoolOptions, Schedule, WorkerKind};
 use crate::error::Error;
 use crate::outcome::{Cell, ColumnType, Outcome, COLUMNS};
 use extendr_api::prelude::*;
@@ -89,7 +89,8 @@ fn index_column(values: Vec<i32>, name: &str) -> RResult<Vec<usize>> {
         .collect()
 }
 
-/// Engine options from R values (`memory_limit_mb` NA means no limit).
+/// Options of the fork engine from R values (`memory_limit_mb` NA means no
+/// limit). Worker processes: where there is no fork, a run is refused.
 fn pool_options(
     workers: i32,
     tasks_per_child: i32,
@@ -103,6 +104,7 @@ fn pool_options(
         ));
     }
     Ok(PoolOptions {
+        kind: WorkerKind::Process,
         workers: count_option(workers, "workers")?,
         tasks_per_child: count_option(tasks_per_child, "tasks_per_child")?,
         schedule: schedule.parse::<Schedule>().map_err(Error::input)?,

@@ -1,35 +1,38 @@
-//! The fork engine: runs numbered tasks in short-lived forked child processes.
+//! The engine: runs numbered tasks on workers and returns one outcome per
+//! task. It knows nothing about what a task computes.
 //!
-//! It knows nothing about what a task computes. A child runs up to
-//! `tasks_per_child` tasks, writes one frame per finished task to its pipe at
-//! once, and leaves with `_exit`, so the operating system reclaims everything
-//! the task allocated. The parent multiplexes all pipes with `poll()`, enforces
-//! the per-task timeout, reaps every child by pid and turns every way a child
-//! can end into a per-task outcome: one failure never stops the other tasks.
+//! A worker is one of two kinds ([`WorkerKind`]):
+//!
+//! - a forked child process ([`fork`], Unix only, the default there): a
+//!   child runs up to `tasks_per_child` tasks, writes one frame per finished
+//!   task to its pipe at once, and leaves with `_exit`, so the operating
+//!   system reclaims everything the task allocated. The parent multiplexes
+//!   all pipes with `poll()`, enforces the per-task timeout and memory limit,
+//!   reaps every child by pid and turns every way a child can end into a
+//!   per-task outcome: one failure never stops the other tasks;
+//! - a thread of this process ([`threads`], every platform, the default
+//!   where there is no fork, i.e. on Windows): for tasks that cannot bring
+//!   the process down. A panic is caught and recorded; there is no timeout,
+//!   no memory limit and no per-task memory figures.
 //!
 //! Safety contract for callers: the parent must be single-threaded when
 //! `run_tasks` is called (R is), and the task closure must not touch the R API,
-//! because it runs in the child.
+//! because it runs in a child process or in another thread. `interrupted` and
+//! `on_record` always run on the calling thread.
 
+#[cfg(unix)]
+mod fork;
+#[cfg(unix)]
 mod frame;
 pub(crate) mod procmem;
+mod threads;
 
-use nix::errno::Errno;
-use nix::poll::{poll, PollFd, PollFlags};
-use nix::sys::resource::{setrlimit, Resource};
-use nix::sys::signal::{kill, signal, SigHandler, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::{fork, pipe, ForkResult, Pid};
 use procmem::MemorySnapshot;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::fmt;
-use std::fs::File;
-use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// When the parent starts new children.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,23 +56,48 @@ impl std::str::FromStr for Schedule {
     }
 }
 
-/// How tasks are spread over child processes.
+/// What runs the tasks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WorkerKind {
+    /// Short-lived forked child processes (Unix only).
+    Process,
+    /// Threads of this process (every platform). `tasks_per_child` and
+    /// `schedule` do not apply; `timeout` and `memory_limit_mb` are refused.
+    Thread,
+}
+
+impl WorkerKind {
+    /// Processes where the platform can fork, threads elsewhere (Windows).
+    pub(crate) const NATIVE: WorkerKind = if cfg!(unix) {
+        WorkerKind::Process
+    } else {
+        WorkerKind::Thread
+    };
+}
+
+/// How tasks are spread over workers.
 #[derive(Clone, Debug)]
 pub(crate) struct PoolOptions {
-    /// At most this many children alive at once.
+    /// Processes or threads; [`WorkerKind::NATIVE`] by default.
+    pub(crate) kind: WorkerKind,
+    /// At most this many workers alive at once.
     pub(crate) workers: usize,
     /// A child runs up to this many tasks, then exits.
     pub(crate) tasks_per_child: usize,
+    /// When new children start (processes only).
+    #[cfg_attr(not(unix), allow(dead_code))]
     pub(crate) schedule: Schedule,
     /// Wall-clock limit for one task; its child is killed when it is exceeded.
     pub(crate) timeout: Option<Duration>,
-    /// Headroom in MiB above the child's address space at fork (`RLIMIT_AS`).
+    /// Headroom in MiB above the child's address space at fork (`RLIMIT_AS`;
+    /// Linux only, where the address space can be read from `/proc`).
     pub(crate) memory_limit_mb: Option<f64>,
 }
 
 impl Default for PoolOptions {
     fn default() -> Self {
         PoolOptions {
+            kind: WorkerKind::NATIVE,
             workers: 1,
             tasks_per_child: 1,
             schedule: Schedule::Rolling,
@@ -81,6 +109,25 @@ impl Default for PoolOptions {
 
 impl PoolOptions {
     fn validate(&self) -> Result<(), PoolError> {
+        if self.kind == WorkerKind::Process && !crate::platform::FORK {
+            return Err(PoolError::Invalid(
+                "worker processes need fork(), which this platform does not have".into(),
+            ));
+        }
+        if self.kind == WorkerKind::Thread
+            && (self.timeout.is_some() || self.memory_limit_mb.is_some())
+        {
+            return Err(PoolError::Invalid(
+                "a timeout or memory limit needs worker processes (the fork engine)".into(),
+            ));
+        }
+        if self.memory_limit_mb.is_some() && !crate::platform::MEMORY_LIMIT {
+            return Err(PoolError::Invalid(
+                "memory limits need Linux: elsewhere the address space a limit adds to \
+                 cannot be read, and macOS does not enforce RLIMIT_AS"
+                    .into(),
+            ));
+        }
         if self.workers == 0 {
             return Err(PoolError::Invalid("workers must be at least 1".into()));
         }
@@ -142,10 +189,18 @@ impl fmt::Display for Failure {
     }
 }
 
+/// The name of signal `number`, e.g. "SIGKILL".
 fn signal_name(number: i32) -> &'static str {
-    Signal::try_from(number)
+    #[cfg(unix)]
+    return nix::sys::signal::Signal::try_from(number)
         .map(|s| s.as_str())
-        .unwrap_or("unknown signal")
+        .unwrap_or("unknown signal");
+    #[cfg(not(unix))]
+    {
+        // Only forked children end by a signal, and there are none here.
+        let _ = number;
+        "unknown signal"
+    }
 }
 
 /// Errors that stop the whole run.
@@ -153,7 +208,8 @@ fn signal_name(number: i32) -> &'static str {
 pub(crate) enum PoolError {
     /// The options or task numbers are invalid; nothing was started.
     Invalid(String),
-    /// A system call in the parent failed; every child was killed and reaped.
+    /// A system call in the parent failed; every worker was stopped (child
+    /// processes killed and reaped), and the message says so.
     System(String),
 }
 
@@ -161,9 +217,7 @@ impl fmt::Display for PoolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PoolError::Invalid(message) => write!(f, "{message}"),
-            PoolError::System(message) => {
-                write!(f, "{message}; all child processes were killed")
-            }
+            PoolError::System(message) => write!(f, "{message}"),
         }
     }
 }
@@ -199,434 +253,115 @@ pub(crate) struct TaskContext {
 pub(crate) struct TaskRecord<T> {
     pub(crate) task: usize,
     pub(crate) outcome: Result<T, Failure>,
-    /// The child that ran the task.
+    /// The process that ran the task (this one for thread workers).
     pub(crate) pid: i32,
     /// Wall time of the task: measured in the child for reported
     /// tasks, by the parent for tasks whose child died.
     pub(crate) seconds: f64,
     /// Memory of the child just before it wrote the result (None for failures
-    /// the child could not report).
+    /// the child could not report, for thread workers, and where the platform
+    /// does not report it: see [`procmem`]).
     pub(crate) memory: MemorySnapshot,
 }
 
-/// What a child writes to its pipe for each task it finishes.
-#[derive(Serialize, Deserialize)]
-struct ChildReport<T> {
-    task: usize,
-    outcome: Result<T, Failure>,
-    seconds: f64,
-    memory: MemorySnapshot,
-}
-
-struct LiveChild {
-    pid: Pid,
-    /// Read end of the child's pipe; None once it reached end of file.
-    reader: Option<File>,
-    frames: frame::FrameReader,
-    /// Tasks given to this child and not yet reported, in the order it runs them.
-    unreported: VecDeque<usize>,
-    /// When the task at the front of `unreported` started, as far as the parent can tell.
-    current_since: Instant,
-    /// Set when the parent killed the child, to report why.
-    killed_for: Option<Failure>,
-    /// Exit status once reaped; `Some(None)` when another waiter reaped it first.
-    exit: Option<Option<WaitStatus>>,
-}
-
+/// How often the parent checks for an interrupt (and, for processes, timeouts).
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
-const READ_CHUNK_BYTES: usize = 1 << 18;
 
-/// Runs `task` once for every number in `tasks`, in forked children, and
-/// returns one record per task in the order of `tasks`.
+/// Runs `task` once for every number in `tasks`, on the workers
+/// `options.kind` says, and returns one record per task in the order of
+/// `tasks`.
 ///
-/// `interrupted` is polled at least every 100 ms in the parent; when it
-/// returns true every child is killed and reaped and the run stops, returning
-/// the records finished so far with `interrupted` set. `on_record` is called
-/// in the parent as each task's final outcome becomes known (for progress
-/// and checkpoints); it is not called for the tasks an interrupt stopped.
+/// `interrupted` is polled at least every 100 ms on the calling thread; when
+/// it returns true the run stops, returning the records finished so far with
+/// `interrupted` set: child processes are killed and reaped at once, threads
+/// finish the task they are running (a thread cannot be killed) and start no
+/// other. `on_record` is called on the calling thread as each task's final
+/// outcome becomes known (for progress and checkpoints); it is not called
+/// for the tasks an interrupt stopped.
 pub(crate) fn run_tasks<T, F, I, P>(
     tasks: &[usize],
     options: &PoolOptions,
     task: F,
-    mut interrupted: I,
-    mut on_record: P,
+    interrupted: I,
+    on_record: P,
 ) -> Result<Batch<T>, PoolError>
 where
-    T: Serialize + DeserializeOwned,
-    F: Fn(TaskContext) -> Result<T, String>,
+    T: Serialize + DeserializeOwned + Send,
+    F: Fn(TaskContext) -> Result<T, String> + Sync,
     I: FnMut() -> bool,
     P: FnMut(&TaskRecord<T>),
 {
     options.validate()?;
-    let position: HashMap<usize, usize> =
-        tasks.iter().enumerate().map(|(at, &t)| (t, at)).collect();
-    if position.len() != tasks.len() {
-        return Err(PoolError::Invalid("task numbers must be unique".into()));
-    }
-    let mut records: Vec<Option<TaskRecord<T>>> = tasks.iter().map(|_| None).collect();
-    let mut pending: VecDeque<usize> = tasks.iter().copied().collect();
-    let mut live: Vec<LiveChild> = Vec::new();
-    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
-    let mut was_interrupted = false;
-
-    let mut finish = |records: &mut Vec<Option<TaskRecord<T>>>, record: TaskRecord<T>| {
-        on_record(&record);
-        if let Some(&at) = position.get(&record.task) {
-            records[at] = Some(record);
-        }
+    let mut records = Records::new(tasks, on_record)?;
+    let was_interrupted = match options.kind {
+        #[cfg(unix)]
+        WorkerKind::Process => fork::run(tasks, options, &task, interrupted, &mut records)?,
+        #[cfg(not(unix))]
+        WorkerKind::Process => unreachable!("validate() refuses processes without fork"),
+        WorkerKind::Thread => threads::run(tasks, options, &task, interrupted, &mut records)?,
     };
+    Ok(records.into_batch(tasks, was_interrupted))
+}
 
-    loop {
-        let may_start = match options.schedule {
-            Schedule::Rolling => true,
-            Schedule::Batch => live.is_empty(),
-        };
-        while may_start && live.len() < options.workers && !pending.is_empty() {
-            let take = options.tasks_per_child.min(pending.len());
-            let batch: Vec<usize> = pending.drain(..take).collect();
-            match spawn_child(&batch, options, &task, &live) {
-                Ok(child) => live.push(child),
-                Err(message) => {
-                    kill_and_reap_all(&mut live);
-                    return Err(PoolError::System(message));
-                }
-            }
-        }
-        if live.is_empty() {
-            break;
-        }
+/// The records of a run as they arrive, in the order of the task numbers.
+struct Records<T, P> {
+    position: HashMap<usize, usize>,
+    records: Vec<Option<TaskRecord<T>>>,
+    on_record: P,
+}
 
-        if let Err(message) = wait_for_output(&mut live, options.timeout, &mut chunk) {
-            kill_and_reap_all(&mut live);
-            return Err(PoolError::System(message));
+impl<T, P: FnMut(&TaskRecord<T>)> Records<T, P> {
+    fn new(tasks: &[usize], on_record: P) -> Result<Self, PoolError> {
+        let position: HashMap<usize, usize> =
+            tasks.iter().enumerate().map(|(at, &t)| (t, at)).collect();
+        if position.len() != tasks.len() {
+            return Err(PoolError::Invalid("task numbers must be unique".into()));
         }
-
-        for child in live.iter_mut() {
-            match child.frames.take_frames::<ChildReport<T>>() {
-                Ok(reports) => {
-                    for report in reports {
-                        let Some(_) = child.unreported.pop_front() else {
-                            continue;
-                        };
-                        child.current_since = Instant::now();
-                        let record = TaskRecord {
-                            task: report.task,
-                            outcome: report.outcome,
-                            pid: child.pid.as_raw(),
-                            seconds: report.seconds,
-                            memory: report.memory,
-                        };
-                        finish(&mut records, record);
-                    }
-                }
-                Err(message) => {
-                    let _ = kill(child.pid, Signal::SIGKILL);
-                    child.killed_for.get_or_insert(Failure::BadFrame(message));
-                }
-            }
-            if let (Some(limit), Some(_)) = (options.timeout, child.unreported.front()) {
-                if child.killed_for.is_none() && child.current_since.elapsed() > limit {
-                    let _ = kill(child.pid, Signal::SIGKILL);
-                    child.killed_for = Some(Failure::Timeout(limit.as_secs_f64()));
-                }
-            }
-            if child.reader.is_none() && child.exit.is_none() {
-                child.exit = try_reap(child.pid);
-            }
-        }
-
-        let mut still_live = Vec::with_capacity(live.len());
-        for mut child in live.drain(..) {
-            if child.exit.is_none() {
-                still_live.push(child);
-                continue;
-            }
-            let failure = child_failure(&child, options.memory_limit_mb.is_some());
-            let seconds = child.current_since.elapsed().as_secs_f64();
-            // Tasks after the one that was running never started: they go back
-            // to the queue as they were, in front so task order is kept.
-            while child.unreported.len() > 1 {
-                let unstarted = child.unreported.pop_back().expect("length checked");
-                pending.push_front(unstarted);
-            }
-            if let Some(failed) = child.unreported.pop_front() {
-                let record = TaskRecord {
-                    task: failed,
-                    outcome: Err(failure),
-                    pid: child.pid.as_raw(),
-                    seconds,
-                    memory: MemorySnapshot::default(),
-                };
-                finish(&mut records, record);
-            }
-        }
-        live = still_live;
-
-        if interrupted() {
-            kill_and_reap_all(&mut live);
-            was_interrupted = true;
-            break;
-        }
-    }
-
-    let unfinished = if was_interrupted {
-        Failure::Interrupted
-    } else {
-        Failure::NoResult
-    };
-    let records = records
-        .into_iter()
-        .zip(tasks)
-        .map(|(record, &task)| {
-            record.unwrap_or_else(|| TaskRecord {
-                task,
-                outcome: Err(unfinished.clone()),
-                pid: 0,
-                seconds: f64::NAN,
-                memory: MemorySnapshot::default(),
-            })
+        Ok(Records {
+            position,
+            records: tasks.iter().map(|_| None).collect(),
+            on_record,
         })
-        .collect();
-    Ok(Batch {
-        records,
-        interrupted: was_interrupted,
-    })
-}
-
-/// Why the task that was running in a finished child failed.
-fn child_failure(child: &LiveChild, memory_limited: bool) -> Failure {
-    if let Some(reason) = &child.killed_for {
-        return reason.clone();
     }
-    match child.exit {
-        Some(Some(WaitStatus::Signaled(_, Signal::SIGABRT, _))) if memory_limited => {
-            Failure::MemoryLimit
-        }
-        Some(Some(WaitStatus::Signaled(_, signal, _))) => Failure::Signal(signal as i32),
-        Some(Some(WaitStatus::Exited(_, status))) if status != 0 => Failure::Exit(status),
-        _ if child.frames.pending_bytes() > 0 => Failure::BadFrame(format!(
-            "stream ended inside a frame ({} bytes received)",
-            child.frames.pending_bytes()
-        )),
-        _ => Failure::NoResult,
-    }
-}
 
-/// Waits up to one poll interval (or the nearest task deadline) for output
-/// from any child and reads what is there.
-fn wait_for_output(
-    live: &mut [LiveChild],
-    timeout: Option<Duration>,
-    chunk: &mut [u8],
-) -> Result<(), String> {
-    let open: Vec<usize> = (0..live.len())
-        .filter(|&i| live[i].reader.is_some())
-        .collect();
-    let mut wait = POLL_INTERVAL;
-    if let Some(limit) = timeout {
-        for child in live.iter().filter(|c| !c.unreported.is_empty()) {
-            wait = wait.min(limit.saturating_sub(child.current_since.elapsed()));
+    /// Announces a task's final outcome and keeps it.
+    fn finish(&mut self, record: TaskRecord<T>) {
+        (self.on_record)(&record);
+        if let Some(&at) = self.position.get(&record.task) {
+            self.records[at] = Some(record);
         }
     }
-    if open.is_empty() {
-        // Every pipe is closed; children are only waiting to be reaped.
-        std::thread::sleep(wait.min(Duration::from_millis(5)));
-        return Ok(());
-    }
-    let wait_ms = wait.as_millis().clamp(1, POLL_INTERVAL.as_millis()) as u16;
-    let ready: Vec<usize> = {
-        let mut fds: Vec<PollFd> = open
-            .iter()
-            .map(|&i| {
-                PollFd::new(
-                    live[i].reader.as_ref().expect("open").as_fd(),
-                    PollFlags::POLLIN,
-                )
+
+    /// One record per task: the tasks that never finished failed with
+    /// [`Failure::Interrupted`] after an interrupt, else [`Failure::NoResult`].
+    fn into_batch(self, tasks: &[usize], interrupted: bool) -> Batch<T> {
+        let unfinished = if interrupted {
+            Failure::Interrupted
+        } else {
+            Failure::NoResult
+        };
+        let records = self
+            .records
+            .into_iter()
+            .zip(tasks)
+            .map(|(record, &task)| {
+                record.unwrap_or_else(|| TaskRecord {
+                    task,
+                    outcome: Err(unfinished.clone()),
+                    pid: 0,
+                    seconds: f64::NAN,
+                    memory: MemorySnapshot::default(),
+                })
             })
             .collect();
-        match poll(&mut fds, wait_ms) {
-            Ok(_) | Err(Errno::EINTR) => {}
-            Err(e) => return Err(format!("poll() failed: {e}")),
-        }
-        fds.iter()
-            .zip(&open)
-            .filter(|(fd, _)| fd.revents().is_some_and(|r| !r.is_empty()))
-            .map(|(_, &i)| i)
-            .collect()
-    };
-    for i in ready {
-        let child = &mut live[i];
-        let reader = child.reader.as_mut().expect("open");
-        match reader.read(chunk) {
-            Ok(0) => child.reader = None,
-            Ok(n) => child.frames.extend(&chunk[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("reading from child {}: {e}", child.pid)),
-        }
-    }
-    Ok(())
-}
-
-/// Non-blocking reap. `Some(None)`: someone else (e.g. parallel's SIGCHLD
-/// handler) reaped the child first, so its status is unknown.
-fn try_reap(pid: Pid) -> Option<Option<WaitStatus>> {
-    loop {
-        match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) => return None,
-            Ok(status) => return Some(Some(status)),
-            Err(Errno::EINTR) => continue,
-            Err(_) => return Some(None),
+        Batch {
+            records,
+            interrupted,
         }
     }
 }
 
-fn reap_blocking(pid: Pid) {
-    while let Err(Errno::EINTR) = waitpid(pid, None) {}
-}
-
-fn kill_and_reap_all(live: &mut Vec<LiveChild>) {
-    for child in live.iter().filter(|c| c.exit.is_none()) {
-        let _ = kill(child.pid, Signal::SIGKILL);
-    }
-    for child in live.drain(..) {
-        if child.exit.is_none() {
-            reap_blocking(child.pid);
-        }
-    }
-}
-
-fn spawn_child<T, F>(
-    batch: &[usize],
-    options: &PoolOptions,
-    task: &F,
-    siblings: &[LiveChild],
-) -> Result<LiveChild, String>
-where
-    T: Serialize,
-    F: Fn(TaskContext) -> Result<T, String>,
-{
-    let (read_end, write_end) = pipe().map_err(|e| format!("pipe() failed: {e}"))?;
-    let parent_pid = nix::unistd::getpid();
-    let sibling_fds: Vec<RawFd> = siblings
-        .iter()
-        .filter_map(|c| c.reader.as_ref().map(|r| r.as_raw_fd()))
-        .collect();
-    // SAFETY: the parent is single-threaded (documented contract), and the
-    // child runs only Rust code and leaves through `_exit` without returning.
-    match unsafe { fork() } {
-        Err(e) => Err(format!("fork() failed: {e}")),
-        Ok(ForkResult::Child) => {
-            drop(read_end);
-            for fd in sibling_fds {
-                // SAFETY: these descriptors belong to the parent's bookkeeping, which
-                // this process never uses again.
-                unsafe { libc::close(fd) };
-            }
-            let status = run_in_child(batch, options, task, write_end, parent_pid);
-            // SAFETY: `_exit` skips atexit handlers and stdio flushing, which belong to R.
-            unsafe { libc::_exit(status) }
-        }
-        Ok(ForkResult::Parent { child }) => {
-            // Close our copy of the write end so end of file arrives when the child exits.
-            drop(write_end);
-            Ok(LiveChild {
-                pid: child,
-                reader: Some(File::from(read_end)),
-                frames: frame::FrameReader::default(),
-                unreported: batch.iter().copied().collect(),
-                current_since: Instant::now(),
-                killed_for: None,
-                exit: None,
-            })
-        }
-    }
-}
-
-/// Exit statuses a child uses for problems outside any task.
-const EXIT_WRITE_FAILED: i32 = 3;
-const EXIT_SETUP_FAILED: i32 = 4;
-
-fn run_in_child<T, F>(
-    batch: &[usize],
-    options: &PoolOptions,
-    task: &F,
-    write_end: OwnedFd,
-    parent_pid: Pid,
-) -> i32
-where
-    T: Serialize,
-    F: Fn(TaskContext) -> Result<T, String>,
-{
-    prepare_child_process(parent_pid);
-    if let Some(limit_mb) = options.memory_limit_mb {
-        if limit_address_space(limit_mb).is_err() {
-            return EXIT_SETUP_FAILED;
-        }
-    }
-    let mut pipe = File::from(write_end);
-    for &task_number in batch {
-        let started = Instant::now();
-        let context = TaskContext { task: task_number };
-        let outcome = match catch_unwind(AssertUnwindSafe(|| task(context))) {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(message)) => Err(Failure::Task(message)),
-            Err(payload) => Err(Failure::Panic(panic_message(payload.as_ref()))),
-        };
-        let report = ChildReport {
-            task: task_number,
-            outcome,
-            seconds: started.elapsed().as_secs_f64(),
-            memory: procmem::snapshot_self(),
-        };
-        let written = frame::encode(&report)
-            .and_then(|bytes| pipe.write_all(&bytes).map_err(|e| e.to_string()));
-        if written.is_err() {
-            return EXIT_WRITE_FAILED;
-        }
-    }
-    0
-}
-
-/// Makes the child independent of the R process's signal handling.
-fn prepare_child_process(parent_pid: Pid) {
-    // R's handlers for these would run R code in the child (R's segfault
-    // handler even cleans up the session's temporary directory).
-    for sig in [
-        Signal::SIGSEGV,
-        Signal::SIGBUS,
-        Signal::SIGILL,
-        Signal::SIGFPE,
-        Signal::SIGPIPE,
-        Signal::SIGCHLD,
-        Signal::SIGUSR1,
-        Signal::SIGUSR2,
-        Signal::SIGABRT,
-    ] {
-        // SAFETY: installing the default disposition is always sound.
-        let _ = unsafe { signal(sig, SigHandler::SigDfl) };
-    }
-    // Ctrl-C reaches the whole process group; the parent decides what happens
-    // to the children, within one poll interval.
-    // SAFETY: ignoring a signal is always sound.
-    let _ = unsafe { signal(Signal::SIGINT, SigHandler::SigIgn) };
-    #[cfg(target_os = "linux")]
-    {
-        // Die with the parent rather than run on as an orphan.
-        // SAFETY: plain prctl call with integer arguments.
-        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
-        if nix::unistd::getppid() != parent_pid {
-            // SAFETY: see run_in_child's exit.
-            unsafe { libc::_exit(EXIT_SETUP_FAILED) };
-        }
-    }
-}
-
-fn limit_address_space(headroom_mb: f64) -> Result<(), Errno> {
-    let current = procmem::address_space_bytes().unwrap_or(0);
-    let limit = current.saturating_add((headroom_mb * 1024.0 * 1024.0) as u64);
-    setrlimit(Resource::RLIMIT_AS, limit, limit)
-}
-
+/// The message of a caught panic.
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(text) = payload.downcast_ref::<&str>() {
         (*text).to_string()
@@ -637,5 +372,6 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-#[cfg(test)]
+// The engine tests fork and read /proc.
+#[cfg(all(test, target_os = "linux"))]
 mod tests;

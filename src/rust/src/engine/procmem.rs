@@ -1,8 +1,12 @@
 //! Readers for the memory figures the kernel keeps about the calling process.
 //!
 //! They read `/proc/self/*` only, so they are safe to call in a forked child
-//! that must not touch the R API. On systems without `/proc` every figure is
-//! `None` rather than an error: memory reporting is informative, never fatal.
+//! that must not touch the R API. Only Linux has these files: on macOS,
+//! Windows and Linux systems without `/proc` every figure is `None` (`NA` in
+//! R) rather than an error. Memory reporting is informative, never fatal.
+//! (macOS and Windows have a peak resident size of their own, but nothing
+//! like PSS or private dirty pages, and their figures would not be
+//! comparable with Linux's, so none is reported there.)
 
 use serde::{Deserialize, Serialize};
 use std::fs;
@@ -20,8 +24,12 @@ pub(crate) struct MemorySnapshot {
 
 const KIB_PER_MIB: f64 = 1024.0;
 
-/// Reads the calling process's peak RSS, PSS and private dirty memory.
+/// Reads the calling process's peak RSS, PSS and private dirty memory
+/// (Linux; all `None` elsewhere).
 pub(crate) fn snapshot_self() -> MemorySnapshot {
+    if !cfg!(target_os = "linux") {
+        return MemorySnapshot::default();
+    }
     let status = fs::read_to_string("/proc/self/status").ok();
     let rollup = fs::read_to_string("/proc/self/smaps_rollup").ok();
     MemorySnapshot {
@@ -41,7 +49,8 @@ pub(crate) fn snapshot_self() -> MemorySnapshot {
 }
 
 /// Size of the calling process's virtual address space in bytes (`VmSize`),
-/// the quantity `RLIMIT_AS` limits.
+/// the quantity `RLIMIT_AS` limits (Linux).
+#[cfg(unix)]
 pub(crate) fn address_space_bytes() -> Option<u64> {
     let status = fs::read_to_string("/proc/self/status").ok()?;
     field_kib(&status, "VmSize:").map(|kib| kib * 1024)

@@ -3,7 +3,7 @@
 
 use super::*;
 use std::collections::HashSet;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 /// [`super::run_tasks`] for runs that are never interrupted: the records.
 fn run_tasks<T, F, I, P>(
@@ -14,8 +14,8 @@ fn run_tasks<T, F, I, P>(
     on_record: P,
 ) -> Result<Vec<TaskRecord<T>>, PoolError>
 where
-    T: Serialize + DeserializeOwned,
-    F: Fn(TaskContext) -> Result<T, String>,
+    T: Serialize + DeserializeOwned + Send,
+    F: Fn(TaskContext) -> Result<T, String> + Sync,
     I: FnMut() -> bool,
     P: FnMut(&TaskRecord<T>),
 {
