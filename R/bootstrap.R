@@ -308,7 +308,8 @@ injected_faults <- function() {
 
 progress_notifier <- function(progress, steps) {
   if (progress && requireNamespace("progressr", quietly = TRUE)) {
-    step <- progressr::progressor(steps = steps)
+    # Finished when bs_batch() returns, not when this helper does.
+    step <- progressr::progressor(steps = steps, envir = parent.frame())
     function() step()
   } else {
     function() invisible()
