@@ -16,9 +16,11 @@
 #'   recorded per replicate; Ctrl-C stops cleanly.
 #' * `"mclapply"`: [parallel::mclapply()] with `mc.preschedule`.
 #' * `"serial"`: one replicate after another in this R process.
-#' * `"future"`: [future.apply::future_lapply()] on whatever [future::plan()]
-#'   you set (multisession, cluster, batchtools, ...). The model travels to
-#'   the workers as bytes; the workers need wispack installed.
+#' * `"future"`: on whatever [future::plan()] you set (multisession,
+#'   cluster, future.batchtools on Slurm, ...), one future (one job under
+#'   future.batchtools) per chunk of `chunk.size` replicates. The model
+#'   travels to each chunk once, as bytes; the workers need wispack
+#'   installed. See "Running on a cluster" below.
 #'
 #' @param fit A `"wisp"` object from [wisp()] (it may have been saved with
 #'   [saveRDS()] and read back).
@@ -55,6 +57,31 @@
 #'   and is left unchanged. Use one path per run, and one run at a time.
 #' @param progress Report progress through the progressr package (when
 #'   installed) as replicates finish.
+#' @param chunk.size Replicates per future (backend `"future"`). `NULL`
+#'   (default) makes one chunk per worker: `ceiling(n /
+#'   future::nbrOfWorkers())` replicates each, for the `n` replicates still
+#'   to run. Smaller chunks give finer progress and checkpoints and lose less
+#'   when a job fails, at the cost of more jobs.
+#' @param resources `NULL`, or a named list of resources for each job of this
+#'   run on a future.batchtools plan (backend `"future"`), merged into the
+#'   plan's own `resources`. With the template wispack ships, each element
+#'   becomes an sbatch option: `list(mem = "2G", time = "01:00:00")`. The
+#'   plan is not changed.
+#' @section Running on a cluster:
+#' With `backend = "future"`, this R session launches the chunks' futures (no
+#' more at once than [future::nbrOfWorkers()]), collects each as it
+#' finishes, appends its replicates to `checkpoint` and signals progress, so
+#' the workers never write the checkpoint and a run that outlives its
+#' allocation or this session resumes from what was collected. A chunk whose
+#' future fails (its job was killed, exceeded its memory or time, could not
+#' be submitted, or its worker died) has its replicates recorded as failed,
+#' with reason `"future failed: "` and the future's error message (for a
+#' batchtools job, the tail of its log); the other chunks are kept, and a
+#' rerun with the same checkpoint runs only the replicates that did not
+#' succeed. The package never sets a plan. A Slurm template for
+#' future.batchtools is shipped: `system.file("templates", "slurm.tmpl",
+#' package = "wispack")`; `vignette("cluster", package = "wispack")` walks
+#' through a run.
 #' @section Interrupts and failures:
 #' A replicate whose worker is killed, crashes, panics, exceeds `timeout` or
 #' `child.memory.limit` is recorded as failed (`NA` row of `t`, `ok =
@@ -81,7 +108,8 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
                      tasks.per.child = 1L, schedule = c("rolling", "batch"),
                      mc.preschedule = TRUE, seed = NULL, timeout = Inf,
                      child.memory.limit = NULL, trim.memory = FALSE,
-                     checkpoint = NULL, progress = interactive()) {
+                     checkpoint = NULL, progress = interactive(), chunk.size = NULL,
+                     resources = NULL) {
   call <- match.call()
   plan_info <- wisp_fit_plan(fit)
   check_whole_number(bootstraps.num, "bootstraps.num", lower = 1, upper = 1e7)
@@ -101,9 +129,10 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
   if (backend != "fork" && (is.finite(timeout) || !is.null(child.memory.limit))) {
     stop_input("`timeout` and `child.memory.limit` need backend = \"fork\".")
   }
-  if (backend == "future" && !requireNamespace("future.apply", quietly = TRUE)) {
-    stop_input("backend = \"future\" needs the future.apply package.")
+  if (backend == "future" && !requireNamespace("future", quietly = TRUE)) {
+    stop_input("backend = \"future\" needs the future package.")
   }
+  check_future_arguments(backend, chunk.size, resources)
   if (!is.null(seed)) check_whole_number(seed, "seed", lower = -.Machine$integer.max)
   parameter_count <- length(fit$fitted.parameters)
   done <- NULL
@@ -134,11 +163,8 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
         notify()
         row
       }), NULL, parameter_count, checkpoint, replicates),
-      future = collect_replicates(future.apply::future_lapply(
-        replicates, run_replicate_safely, plan = fit$plan, seed = seed,
-        trim.memory = trim.memory, checkpoint = checkpoint,
-        future.seed = NULL, future.packages = "wispack"
-      ), notify, parameter_count, checkpoint, replicates, always_append = TRUE)
+      future = future_replicates(fit$plan, seed, replicates, chunk.size, resources, trim.memory,
+                                 notify, checkpoint, parameter_count)
     )
   }
   result <- bootstrap_result(fit, bootstraps.num, replicates, rows, done, seed, backend,
