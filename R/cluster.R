@@ -28,10 +28,12 @@ check_future_arguments <- function(backend, chunk.size, resources, call = sys.ca
       stop_input("`resources` must be NULL or a list with unique names (e.g. list(mem = \"2G\", ",
                  "time = \"01:00:00\")), not ", describe_value(resources), ".", call = call)
     }
-    if (!inherits(future::plan("next"), "batchtools")) {
+    strategy <- future::plan("next")
+    if (!inherits(strategy, "batchtools")) {
+      name <- setdiff(class(strategy), c("FutureStrategy", "tweaked"))[1]
       stop_input("`resources` are passed to future.batchtools jobs, but the current plan (",
-                 class(future::plan("next"))[2], ") is not a batchtools plan; set one with ",
-                 "future::plan(), or drop `resources`.", call = call)
+                 name, ") is not a batchtools plan; set one with future::plan(), or drop ",
+                 "`resources`.", call = call)
     }
   }
   invisible()
@@ -79,6 +81,7 @@ future_replicates <- function(plan, seed, replicates, chunk_size, resources, tri
   }
 
   running <- list()
+  unanswered <- list() # when resolved() first failed, by chunk
   launched <- 0L
   wait <- 0.02
   while (launched < length(chunks) || length(running)) {
@@ -94,10 +97,19 @@ future_replicates <- function(plan, seed, replicates, chunk_size, resources, tri
         running[[as.character(launched)]] <- job
       }
     }
-    # A future whose worker is gone may fail to report; value() says why.
-    done <- names(running)[vapply(running, function(job) {
-      tryCatch(future::resolved(job), error = function(e) TRUE)
-    }, logical(1))]
+    # A FutureError from resolved() (e.g. a dead worker) ends the future, and
+    # value() says why; other errors (e.g. a scheduler that does not answer
+    # for a while) are retried for up to 5 minutes.
+    done <- Filter(function(key) {
+      state <- tryCatch(future::resolved(running[[key]]), FutureError = function(e) TRUE,
+                        error = function(e) NA)
+      if (!is.na(state)) {
+        unanswered[[key]] <<- NULL
+        return(state)
+      }
+      if (is.null(unanswered[[key]])) unanswered[[key]] <<- Sys.time()
+      difftime(Sys.time(), unanswered[[key]], units = "secs") > 300
+    }, names(running))
     for (key in done) {
       k <- as.integer(key)
       chunk_rows <- tryCatch(future::value(running[[key]]), error = function(e) failed(k, e))
@@ -106,6 +118,7 @@ future_replicates <- function(plan, seed, replicates, chunk_size, resources, tri
       }
       finish(k, chunk_rows)
       running[[key]] <- NULL
+      unanswered[[key]] <- NULL
     }
     if (!length(done) && length(running)) {
       Sys.sleep(wait)
