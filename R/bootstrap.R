@@ -18,9 +18,11 @@
 #' * `"mclapply"`: [parallel::mclapply()] with `mc.preschedule` (Linux and
 #'   macOS).
 #' * `"serial"`: one replicate after another in this R process.
-#' * `"future"`: [future.apply::future_lapply()] on whatever [future::plan()]
-#'   you set (multisession, cluster, batchtools, ...). The model travels to
-#'   the workers as bytes; the workers need wispack installed. The default
+#' * `"future"`: on whatever [future::plan()] you set (multisession,
+#'   cluster, future.batchtools on Slurm, ...), one future (one job under
+#'   future.batchtools) per chunk of `chunk.size` replicates. The model
+#'   travels to each chunk once, as bytes; the workers need wispack
+#'   installed. See "Running on a cluster" below. The default
 #'   on Windows.
 #'
 #' @param fit A `"wisp"` object from [wisp()] (it may have been saved with
@@ -75,6 +77,31 @@
 #' @param replicates Replicate numbers to run instead of `1:bootstraps.num`,
 #'   e.g. `201:400` to extend a run of 200 with the same `seed`; runs with
 #'   different numbers attach to one fit ([wisp_statistics()]'s `boot`).
+#' @param chunk.size Replicates per future (backend `"future"`). `NULL`
+#'   (default) makes one chunk per worker: `ceiling(n /
+#'   future::nbrOfWorkers())` replicates each, for the `n` replicates still
+#'   to run. Smaller chunks give finer progress and checkpoints and lose less
+#'   when a job fails, at the cost of more jobs.
+#' @param resources `NULL`, or a named list of resources for each job of this
+#'   run on a future.batchtools plan (backend `"future"`), merged into the
+#'   plan's own `resources`. With the template wispack ships, each element
+#'   becomes an sbatch option: `list(mem = "2G", time = "01:00:00")`. The
+#'   plan is not changed.
+#' @section Running on a cluster:
+#' With `backend = "future"`, this R session launches the chunks' futures (no
+#' more at once than [future::nbrOfWorkers()]), collects each as it
+#' finishes, appends its replicates to `checkpoint` and signals progress, so
+#' the workers never write the checkpoint and a run that outlives its
+#' allocation or this session resumes from what was collected. A chunk whose
+#' future fails (its job was killed, exceeded its memory or time, could not
+#' be submitted, or its worker died) has its replicates recorded as failed,
+#' with reason `"future failed: "` and the future's error message (for a
+#' batchtools job, the tail of its log); the other chunks are kept, and a
+#' rerun with the same checkpoint runs only the replicates that did not
+#' succeed. The package never sets a plan. A Slurm template for
+#' future.batchtools is shipped: `system.file("templates", "slurm.tmpl",
+#' package = "wispack")`; `vignette("cluster", package = "wispack")` walks
+#' through a run.
 #' @section Platforms:
 #' * Linux: every backend, `"fork"` by default. The memory columns of
 #'   `diagnostics` are read from `/proc`: `peak_rss_mb` (the worker's peak
@@ -131,7 +158,7 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
                      mc.preschedule = TRUE, seed = NULL, timeout = Inf,
                      child.memory.limit = NULL, trim.memory = FALSE,
                      checkpoint = NULL, progress = interactive(), resample = NULL,
-                     replicates = NULL) {
+                     replicates = NULL, chunk.size = NULL, resources = NULL) {
   call <- match.call()
   resample <- check_resample(resample, fit)
   plan_info <- wisp_fit_plan(fit, resample)
@@ -173,9 +200,10 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
   if (backend != "fork" && (is.finite(timeout) || !is.null(child.memory.limit))) {
     stop_input("`timeout` and `child.memory.limit` need backend = \"fork\".")
   }
-  if (backend == "future" && !requireNamespace("future.apply", quietly = TRUE)) {
-    stop_input("backend = \"future\" needs the future.apply package.")
+  if (backend == "future" && !requireNamespace("future", quietly = TRUE)) {
+    stop_input("backend = \"future\" needs the future package.")
   }
+  check_future_arguments(backend, chunk.size, resources)
   if (!is.null(seed)) check_whole_number(seed, "seed", lower = -.Machine$integer.max)
   parameter_count <- length(fit$fitted.parameters)
   done <- NULL
@@ -207,11 +235,8 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
         notify()
         row
       }), NULL, parameter_count, checkpoint, replicates),
-      future = collect_replicates(with_worker_library_hint(future.apply::future_lapply(
-        replicates, run_replicate_safely, plan = fit$plan, seed = seed, resample = resample,
-        trim.memory = trim.memory, checkpoint = checkpoint,
-        future.seed = NULL, future.packages = "wispack"
-      )), notify, parameter_count, checkpoint, replicates, always_append = TRUE)
+      future = future_replicates(fit$plan, seed, replicates, chunk.size, resources, trim.memory,
+                                 notify, checkpoint, parameter_count, resample)
     )
   }
   result <- bootstrap_result(fit, wanted, replicates, rows, done, seed, backend,
@@ -385,7 +410,8 @@ fork_replicates <- function(plan, resample, seed, replicates, workers, tasks_per
 
 progress_notifier <- function(progress, steps) {
   if (progress && requireNamespace("progressr", quietly = TRUE)) {
-    step <- progressr::progressor(steps = steps)
+    # Finished when bs_batch() returns, not when this helper does.
+    step <- progressr::progressor(steps = steps, envir = parent.frame())
     function() step()
   } else {
     function() invisible()

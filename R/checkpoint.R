@@ -4,8 +4,9 @@
 # finished replicate, each holding the replicate's outcome record
 # (src/rust/src/checkpoint.rs, src/rust/src/outcome.rs). Every backend appends each
 # replicate's outcome as it becomes known and fsyncs it: the fork engine's
-# parent, the serial loop, and the workers of mclapply and future (the
-# parent appends what a worker could not). A rerun with the same path keeps
+# parent, the serial loop, the workers of mclapply (the parent appends what a
+# worker could not), and the session collecting the future backend's chunks
+# (R/cluster.R). A rerun with the same path keeps
 # the successful replicates it finds and runs the rest, failed ones included
 # (a failure may have been the machine's, e.g. a killed worker). Frames that
 # fail their checksum (a tail cut short by a crash, damaged bytes) are

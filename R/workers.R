@@ -30,22 +30,22 @@ future_workers <- function() {
   if (is.finite(workers)) as.integer(workers) else workers
 }
 
-# Evaluates `expr`, which runs futures that load wispack; when a worker cannot
-# load it (it sees other libraries than this session), the error says where
-# this session found wispack and how to show the workers that library.
-with_worker_library_hint <- function(expr, call = sys.call(-1)) {
-  tryCatch(expr, error = function(e) {
-    message <- conditionMessage(e)
-    if (inherits(e, "wisp_error") || !grepl("wispack", message, fixed = TRUE) ||
-        !grepl("package", message, fixed = TRUE)) {
-      stop(e)
-    }
-    library <- dirname(find.package("wispack"))
-    stop_input("the future workers cannot load wispack (", message, "). This session loads ",
-               "it from the library '", library, "', which the workers do not search: check ",
-               ".libPaths() on a worker, and give them that library, e.g. with ",
-               "future::plan(future::cluster, workers = ..., rscript_libs = c(\"", library,
-               "\", .libPaths())), or by setting R_LIBS=", library, " in the workers' ",
-               "environment (or install wispack in a library the workers search).", call = call)
-  })
+# A future's error that says a worker could not load wispack (it searches
+# other libraries than this session) becomes an input error that says where
+# this session found wispack and how to show the workers that library; other
+# errors are returned unchanged.
+worker_library_error <- function(e, call = NULL) {
+  message <- conditionMessage(e)
+  if (inherits(e, "wisp_error") || !grepl("wispack", message, fixed = TRUE) ||
+      !grepl("package", message, fixed = TRUE)) {
+    return(e)
+  }
+  library <- dirname(find.package("wispack"))
+  wisp_condition("input", paste0(
+    "the future workers cannot load wispack (", trimws(message), "). This session loads ",
+    "it from the library '", library, "', which the workers do not search: check ",
+    ".libPaths() on a worker, and give them that library, e.g. with ",
+    "future::plan(future::cluster, workers = ..., rscript_libs = c(\"", library,
+    "\", .libPaths())), or by setting R_LIBS=", library, " in the workers' ",
+    "environment (or install wispack in a library the workers search)."), call = call)
 }

@@ -93,18 +93,46 @@ if [ -n "$written" ]; then
 fi
 
 echo "== testthat with NOT_CRAN=true against the installed package"
+# This pass runs outside the network namespace: test-cluster.R starts a
+# one-node Slurm cluster with tools/slurm-cluster.sh (daemons on 127.0.0.1)
+# and writes to $WISPACK_SLURM_STATUS whether it could; the verdict is
+# written there at the end ("passed", "failed" or "unavailable: <reason>").
+WISPACK_SLURM_SCRIPT="$repo/tools/slurm-cluster.sh"
+WISPACK_SLURM_STATUS=${WISPACK_SLURM_STATUS:-$work/slurm-status}
+export WISPACK_SLURM_SCRIPT WISPACK_SLURM_STATUS
+rm -f "$WISPACK_SLURM_STATUS"
+slurm_was_running=""
+if sh "$WISPACK_SLURM_SCRIPT" status >/dev/null 2>&1; then slurm_was_running="yes"; fi
+# The tests stop the cluster they start; this stops it too if R dies first.
+trap '[ -n "$slurm_was_running" ] || sh "$WISPACK_SLURM_SCRIPT" stop >/dev/null 2>&1; rm -rf "$work"' EXIT
 cd "$repo/tests/testthat"
 NOT_CRAN=true R_LIBS="$work/wispack.Rcheck" Rscript -e '
 results <- as.data.frame(testthat::test_dir(".", package = "wispack",
   load_package = "installed", reporter = "summary", stop_on_failure = FALSE))
+# Where Slurm cannot be set up, the cluster tests skip, and that is reported
+# as a result of its own rather than counted as a skipped test.
+status_file <- Sys.getenv("WISPACK_SLURM_STATUS")
+slurm <- if (file.exists(status_file)) readLines(status_file, n = 1L) else "not run"
+cluster <- results$file == "test-cluster.R"
+unavailable <- startsWith(slurm, "unavailable: ")
+counted_skips <- results$skipped & !(cluster & unavailable)
 failed <- sum(results$failed) + sum(results$error)
-skipped <- sum(results$skipped)
+skipped <- sum(counted_skips)
 passed <- sum(results$nb) - sum(results$failed)
 if (skipped > 0) {
   cat("Skipped tests in the full run:\n")
-  print(results[results$skipped, c("file", "test")])
+  print(results[counted_skips, c("file", "test")])
 }
 cat(sprintf("testthat (NOT_CRAN=true): %d passed, %d failed, %d skipped\n", passed, failed, skipped))
+if (unavailable) {
+  cat("Slurm cluster test: NOT RUN. Slurm cannot be set up here:", sub("^unavailable: ", "", slurm), "\n")
+} else {
+  slurm <- if (slurm == "ran" && any(cluster) && sum(results$failed[cluster]) == 0 &&
+               !any(results$error[cluster]) && !any(results$skipped[cluster])) "passed" else "failed"
+  cat(sprintf("Slurm cluster test: %s (%d tests in test-cluster.R, %.0f s)\n",
+              toupper(slurm), sum(cluster), sum(results$real[cluster])))
+}
+writeLines(slurm, status_file)
 if (failed > 0 || skipped > 0) quit(status = 1)
 '
 if [ -n "$unchecked" ]; then
