@@ -64,12 +64,16 @@ future_replicates <- function(plan, seed, replicates, chunk_size, resources, tri
   rows <- vector("list", length(replicates))
   checkpoint_error <- NULL
   # A collected chunk is on disk before it is reported.
+  # Each row is a replicate's outcome (bytes, as bootstrap_replicate() or
+  # failed_outcome() make them).
   finish <- function(k, chunk_rows) {
     for (j in seq_along(chunks[[k]])) {
       at <- chunks[[k]][j]
-      rows[[at]] <<- chunk_rows[[j]]
+      row <- chunk_rows[[j]]
+      rows[[at]] <<- if (is.list(row) && is.raw(row$outcome)) row$outcome else
+        failed_outcome(replicates[at], "no result")
       if (!is.null(checkpoint)) {
-        written <- tryCatch(checkpoint_append_row(checkpoint, replicates[at], chunk_rows[[j]]),
+        written <- tryCatch(checkpoint_append(checkpoint, rows[[at]]),
                             error = function(e) conditionMessage(e))
         if (!isTRUE(written) && is.null(checkpoint_error)) checkpoint_error <<- written
       }
@@ -78,7 +82,9 @@ future_replicates <- function(plan, seed, replicates, chunk_size, resources, tri
   }
   failed <- function(k, error) {
     reason <- paste("future failed:", trimws(conditionMessage(error)))
-    rep(list(list(ok = FALSE, reason = reason)), length(chunks[[k]]))
+    lapply(replicates[chunks[[k]]], function(replicate) {
+      list(outcome = failed_outcome(replicate, reason))
+    })
   }
 
   running <- list()
@@ -134,9 +140,7 @@ future_replicates <- function(plan, seed, replicates, chunk_size, resources, tri
       wait <- 0.02
     }
   }
-  out <- collect_replicates(rows, NULL, parameter_count)
-  out$checkpoint_error <- checkpoint_error
-  out
+  c(replicate_table(rows, parameter_count), list(checkpoint_error = checkpoint_error))
 }
 
 # A function that starts the future of one chunk on the current plan. With

@@ -61,7 +61,8 @@ count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL) 
     window = settings$LROwindow_factor, cutoff = settings$LROcutoff,
     method = settings$LRO_method, buffer_factor = settings$buffer_factor,
     rise_threshold_factor = settings$rise_threshold_factor,
-    slope_prior_sd = settings$slope_prior_sd,
+    slope_prior_sd = settings$slope_prior_sd, step_prior_sd = settings$step_prior_sd,
+    effect_prior_sd = settings$effect_prior_sd,
     fixed_sd = if (length(settings$random_sd) == 3L) settings$random_sd else NULL,
     workers = as.double(workers)
   )
@@ -86,6 +87,12 @@ count_description <- function(plan) {
   d <- count_describe_rust(plan)
   n_treatments <- length(d$treatments)
   curves <- as.data.frame(d$curves, stringsAsFactors = FALSE)
+  # The reference treatment is named by its levels here, not "ref".
+  reference <- reference_treatment_name(vapply(d$factor_levels, `[`, "", 1L), d$treatments[-1])
+  d$treatments <- as_treatment_names(d$treatments, reference)
+  d$parameters$treatment <- as_treatment_names(d$parameters$treatment, reference)
+  d$rows$treatment <- as_treatment_names(d$rows$treatment, reference)
+  d$population$treatment <- as_treatment_names(d$population$treatment, reference)
   structure(list(
     likelihood = "nb",
     parameters = as.data.frame(d$parameters, stringsAsFactors = FALSE),

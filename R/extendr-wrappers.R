@@ -83,17 +83,13 @@ model_fit_rust <- function(bytes, start, ctol, max_evals) rust_result(.Call(wrap
 #' or nothing; `settings` a named list: `exposure`, `degrees` (one per
 #' (context, species), context-major, or NULL to detect), `lro_cost`
 #' ("none", "AIC", "BIC", "NLL"), `window`, `cutoff`, `method`,
-#' `buffer_factor`, `rise_threshold_factor`, `slope_prior_sd`, `fixed_sd`
+#' `buffer_factor`, `rise_threshold_factor`, `slope_prior_sd`, `step_prior_sd`,
+#' `effect_prior_sd`, `fixed_sd`
 #' (NULL or point, rate, slope), `workers`.
 #' @keywords internal
 #' @noRd
 count_fit_rust <- function(count, bin, context, species, ran, factor_codes, cell, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings) rust_result(.Call(wrap__count_fit_rust, count, bin, context, species, ran, factor_codes, cell, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings))
 
-#' Describe a count fit: parameters, design, curves, the observed rows and
-#' the population rows, the random-effect SDs, the animals' groups. Every
-#' row comes with its labels.
-#' @keywords internal
-#' @noRd
 count_describe_rust <- function(plan) rust_result(.Call(wrap__count_describe_rust, plan))
 
 #' Ψ of the observed rows (in `count_describe_rust`'s order) and of the
@@ -102,10 +98,6 @@ count_describe_rust <- function(plan) rust_result(.Call(wrap__count_describe_rus
 #' @noRd
 count_predict_rust <- function(plan, parameters) rust_result(.Call(wrap__count_predict_rust, plan, parameters))
 
-#' Per observed row and per population row, quantiles of Ψ over parameter
-#' samples (one reported vector after another).
-#' @keywords internal
-#' @noRd
 count_bands_rust <- function(plan, samples, probabilities) rust_result(.Call(wrap__count_bands_rust, plan, samples, probabilities))
 
 #' The Wald covariance of the reported fixed effects and dispersions, one

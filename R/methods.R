@@ -266,15 +266,22 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
   status <- if (isTRUE(f$converged)) "converged" else "NOT converged"
   if (!identical(f$code, status)) status <- sprintf("%s (%s)", status, f$code)
   if (identical(x$likelihood, "nb")) {
-    cat(sprintf("\nFit (count likelihood): %s after %d Newton iterations in %s; largest scaled gradient %.2g\n",
-                status, as.integer(f$iterations), format_seconds(f$seconds), f$max.gradient))
-    cat(sprintf("log-likelihood %.2f (df = %d, nobs = %d)%s\n", as.numeric(x$logLik),
-                as.integer(attr(x$logLik, "df")), as.integer(x$nobs),
-                if (isTRUE(f$on.bound > 0)) sprintf("; %d estimates on a bound", as.integer(f$on.bound)) else ""))
+    wrapped <- function(text) cat(strwrap(text, exdent = 2), sep = "\n")
+    cat("\n")
+    wrapped(sprintf("Fit (count likelihood): %s after %s in %s; largest scaled gradient %.2g",
+                    status, count_noun(as.integer(f$iterations), "Newton iteration"),
+                    format_seconds(f$seconds), f$max.gradient))
+    wrapped(sprintf("log-likelihood %.2f (df = %d, nobs = %d)%s", as.numeric(x$logLik),
+                    as.integer(attr(x$logLik, "df")), as.integer(x$nobs),
+                    if (isTRUE(f$on.bound > 0)) {
+                      paste0("; ", count_noun(as.integer(f$on.bound), "estimate"), " on a bound")
+                    } else ""))
     if (!is.null(x$random.sd) && length(x$random.sd)) {
-      sd <- apply(x$random.sd, 2, function(v) paste(formatC(range(v), digits = 2, format = "g"), collapse = "-"))
-      cat(sprintf("random-effect SDs over genes: point %s, rate %s, slope %s\n", sd[["point"]],
-                  sd[["rate"]], sd[["slope"]]))
+      sd <- apply(x$random.sd, 2, function(v) {
+        paste(unique(formatC(range(v), digits = 2, format = "g")), collapse = "-")
+      })
+      wrapped(sprintf("random-effect SDs over genes: point %s, rate %s, slope %s", sd[["point"]],
+                      sd[["rate"]], sd[["slope"]]))
     }
   } else {
     cat(sprintf("\nFit: %s after %d evaluations in %s\n", status,

@@ -23,7 +23,8 @@ wisp_default_model_settings <- function() {
     warp_precision = core$warp_precision, round_none = core$round_none, trtKO = "none",
     max_bin = 0, LRO_method = core$LRO_method,
     likelihood = core$likelihood, exposure = core$exposure,
-    slope_prior_sd = core$slope_prior_sd, random_sd = NA
+    slope_prior_sd = core$slope_prior_sd, step_prior_sd = core$step_prior_sd,
+    effect_prior_sd = core$effect_prior_sd, random_sd = NA
   )
 }
 
@@ -122,9 +123,14 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
     fail("exposure must be \"auto\", \"cells\", \"tokens\" or \"none\", not ",
          describe_value(exposure), ".")
   }
-  prior <- settings$slope_prior_sd
-  if (!is.numeric(prior) || length(prior) != 1L || is.na(prior) || !is.finite(prior) || prior < 0) {
-    fail("slope_prior_sd must be one number >= 0 (0: no prior), not ", describe_value(prior), ".")
+  defaults <- wisp_default_model_settings()
+  priors <- c("slope_prior_sd", "step_prior_sd", "effect_prior_sd")
+  for (name in priors) {
+    prior <- settings[[name]]
+    if (!is.numeric(prior) || length(prior) != 1L || is.na(prior) || !is.finite(prior) ||
+        prior < 0) {
+      fail(name, " must be one number >= 0 (0: no prior), not ", describe_value(prior), ".")
+    }
   }
   sd <- settings$random_sd
   if (!(length(sd) == 1L && is.na(sd))) {
@@ -137,8 +143,9 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
     settings$random_sd <- rep_len(as.double(sd), 3L)
   }
   if (likelihood == "original") {
-    changed <- c("exposure", "slope_prior_sd", "random_sd")[c(
-      exposure != "auto", !same_value(prior, wisp_default_model_settings()$slope_prior_sd),
+    changed <- c("exposure", priors, "random_sd")[c(
+      exposure != "auto",
+      vapply(priors, function(name) !same_value(settings[[name]], defaults[[name]]), TRUE),
       !(length(sd) == 1L && is.na(sd)))]
     if (length(changed)) {
       fail(paste(changed, collapse = ", "), " apply to likelihood = \"nb\" only.")

@@ -50,7 +50,18 @@
 #' ends; slopes lie in (0, 8) per bin (8 rises from 2 % to 98 % within one
 #' bin) with a weak normal prior on their logit scale (`slope_prior_sd`,
 #' centred at a slope of 1 per bin) that keeps weakly identified slopes off
-#' that bound; block rates are at least 0. Estimates on a bound are counted
+#' that bound; block rates are at least 0, and each step between the block
+#' rates of a curve has a weak normal prior centred at 0 (`step_prior_sd`),
+#' which keeps the block between two transitions pulled together from
+#' running off to any height (the counts then inform only a bump, not its
+#' block rate); and each treatment effect of a curve's unknowns has a weak
+#' normal prior centred at 0 on the unconstrained scale (`effect_prior_sd`:
+#' log rate, and the logits of slopes and of the points' positions), which
+#' keeps a treatment's curve near the others where the counts cannot tell
+#' them apart (e.g. the point of a transition whose step is tiny) instead of
+#' anywhere along a flat ridge. Where the counts inform an unknown, the
+#' priors change its estimate negligibly; the model vignette ("Priors")
+#' defines them, and `benchmarks/recovery.R` measures their effect. Estimates on a bound are counted
 #' in `fit.diagnostics$on.bound`; estimates the data do not inform (e.g. the
 #' transitions of a gene never seen) are `NaN`. Each gene is fitted on its
 #' own (in parallel with `max.fork > 1`) by damped Newton steps with the
@@ -158,9 +169,13 @@
 #'   `likelihood` ("nb") `"nb"` or `"original"` (see Likelihoods);
 #'   `exposure` ("auto") see Exposure; `slope_prior_sd` (2) standard
 #'   deviation of the slopes' prior on their logit scale, 0 for none;
+#'   `step_prior_sd` (2) standard deviation of the prior on the steps
+#'   between block rates (log scale), 0 for none; `effect_prior_sd` (1)
+#'   standard deviation of the prior on the treatment effects (unconstrained
+#'   scale), 0 for none;
 #'   `random_sd` (NA) the random effects' standard deviations (point, rate,
 #'   slope; one number for all) to fix instead of estimating them (the last
-#'   three under `"nb"` only);
+#'   five under `"nb"` only);
 #'   `rise_threshold_factor` (0.8) the rise, as a fraction of the step
 #'   between block rates, that a transition must reach within its run of
 #'   bins; it sets the starting slopes (a larger factor, longer runs,
@@ -276,23 +291,33 @@ wisp_count <- function(prepared, settings, plot.settings, variables, call, worke
   bins <- if (settings$max_bin > 0) settings$max_bin else NULL
   fitted <- count_fit(prepared, settings, workers, degrees, bins)
   result <- wisp_count_result(fitted, settings, plot.settings, variables, call)
+  groups <- result$grouping.variables
+  say(sprintf("Data: %s, %s, %s, %s, %s.",
+              count_noun(nrow(prepared$tokens), "token"),
+              count_noun(length(groups$context.lvls), "context"),
+              count_noun(length(groups$species.lvls), "gene"),
+              count_noun(sum(groups$ran.lvls != "none"), "random level"),
+              count_noun(length(result$treatment$names), "treatment")))
   say(sprintf("Exposure: %s (%s).", result$exposure$rule, result$exposure$reason))
   if (!is.null(fitted$grid)) {
-    say(sprintf("Grid search over %d change-point settings (%d distinct structures): best %s at window factor %.2f, cutoff %.2f.",
-                nrow(fitted$grid), length(unique(fitted$grid$structure)), settings$LRO_cost,
-                fitted$window, fitted$cutoff))
+    say(sprintf("Grid search over %s (%s): best %s at window factor %.2f, cutoff %.2f.",
+                count_noun(nrow(fitted$grid), "change-point setting"),
+                count_noun(length(unique(fitted$grid$structure)), "distinct structure"),
+                settings$LRO_cost, fitted$window, fitted$cutoff))
   }
   diagnostics <- result$fit.diagnostics
-  say(sprintf("Fitted %d genes (%d transitions, %d parameters): %s after %d Newton iterations (%.1f s).",
-              length(result$grouping.variables$species.lvls), sum(result$degrees),
-              diagnostics$n.params, diagnostics$code, diagnostics$iterations,
+  say(sprintf("Fitted %s (%s, %s): %s after %s (%.1f s).",
+              count_noun(length(groups$species.lvls), "gene"),
+              count_noun(sum(result$degrees), "transition"),
+              count_noun(diagnostics$n.params, "parameter"), diagnostics$code,
+              count_noun(diagnostics$iterations, "Newton iteration"),
               proc.time()[["elapsed"]] - t0))
   if (!diagnostics$converged) {
     warning("the fit did not converge (", diagnostics$code, ").", call. = FALSE)
   }
   if (diagnostics$on.bound > 0) {
-    say(sprintf("%d estimate%s on a bound (a rate of 0, a step-like transition, or a Poisson dispersion): see fit.diagnostics.",
-                diagnostics$on.bound, if (diagnostics$on.bound > 1) "s" else ""))
+    say(sprintf("%s on a bound (a rate of 0, a step-like transition, or a Poisson dispersion): see fit.diagnostics.",
+                count_noun(diagnostics$on.bound, "estimate")))
   }
   result
 }

@@ -36,10 +36,10 @@ future_workers <- function() {
 # errors are returned unchanged.
 worker_library_error <- function(e, call = NULL) {
   message <- conditionMessage(e)
-  if (inherits(e, "wisp_error") || !grepl("wispack", message, fixed = TRUE) ||
-      !grepl("package", message, fixed = TRUE)) {
-    return(e)
-  }
+  cannot_load <- grepl("wispack", message, fixed = TRUE) &&
+    grepl("no package called|(load|attach)[a-z ]*package|package[a-z ]*(not|cannot be) (found|installed|loaded)",
+          message)
+  if (inherits(e, "wisp_error") || !cannot_load) return(e)
   library <- dirname(find.package("wispack"))
   wisp_condition("input", paste0(
     "the future workers cannot load wispack (", trimws(message), "). This session loads ",

@@ -67,9 +67,12 @@ test_that("bins nobody measured create no transition", {
   gap <- counts[!(counts$bin %in% 31:40), ]
   fit <- wisp(gap, verbose = FALSE)
   expect_identical(unname(fit$degrees[1, ]), c(0L, 0L))
-  # Every 4th bin only: still flat.
-  sparse <- counts[counts$bin %% 4 == 1, ]
-  expect_identical(unname(wisp(sparse, verbose = FALSE)$degrees[1, ]), c(0L, 0L))
+  # Most bins unmeasured, in irregular runs (a common step would read as
+  # positions and be refused): still flat.
+  measured <- c(1:3, 9, 14:15, 22, 27:29, 36, 44:45, 50)
+  sparse <- counts[counts$bin %in% measured, ]
+  expect_identical(unname(suppressWarnings(wisp(sparse, verbose = FALSE))$degrees[1, ]),
+                   c(0L, 0L))
 })
 
 test_that("exposure keeps cell density from reading as expression", {

@@ -127,7 +127,7 @@ test_that("a failed chunk is written to the checkpoint and rerun on resume", {
   expect_identical(failed$diagnostics$ok, c(FALSE, FALSE, TRUE, TRUE))
   entries <- wispack:::checkpoint_open_rust(path)
   expect_setequal(entries$replicate, 1:4)
-  expect_match(entries$reason[entries$replicate == 1], "^future failed:")
+  expect_match(entries$diagnostics$reason[entries$replicate == 1], "^future failed:")
   future::plan(future::sequential) # a fresh plan: one of the workers is dead
   resumed <- bs_batch(fit, 4, backend = "future", checkpoint = path)
   expect_identical(resumed$t, reference$t)

@@ -38,12 +38,13 @@ test_that("token exposure counts a species' tokens and is refused when species d
 # §2 Transforms and Psi ---------------------------------------------------------
 
 test_that("theta maps to rates, bounded slopes and stick-broken points as in §2", {
-  # B = 10: (L, U) = (0.5, 10.5); theta_s = (0, log 3) -> s = (4, 6);
-  # theta_p = (0, 0) -> q = (0.5, 0.75) -> p = (5.5, 8).
+  # B = 10: (L, U) = (0.5, 10.5), gap g = ceiling(10 / 20) = 1; theta_s =
+  # (0, log 3) -> s = (4, 6); theta_p = (0, 0) -> q = (0.5, 0.75) ->
+  # p_k = 0.5 + k g + (10 - 3 g) q_k = (1.5 + 3.5, 2.5 + 5.25) = (5, 7.75).
   curve <- reference_count_curve_from_theta(c(1, 2, 3, 0, log(3), 0, 0), degree = 2, bins = 10)
   expect_equal(curve$R, c(1, 2, 3))
   expect_equal(curve$s, c(4, 6))
-  expect_equal(curve$p, c(5.5, 8))
+  expect_equal(curve$p, c(5, 7.75))
 })
 
 test_that("theta and curve values map back and forth", {
@@ -92,7 +93,8 @@ test_that("the warps are the identity at u = 0 and match hand values", {
   warped <- reference_count_warp(curve, c(point = log(3), rate = 0.3, slope = log(3)), bins = 10)
   expect_equal(warped$R, c(1, 2) * exp(0.3))
   expect_equal(warped$s, 6)      # logit(4/8) = 0 -> 8 * 0.75
-  expect_equal(warped$p, 8)      # q = 0.5 -> 0.75 -> 0.5 + 10 * 0.75
+  # gap 1: p = 1.5 + 8 q, q = 0.5 -> logit + log 3 -> 0.75 -> 1.5 + 8 * 0.75
+  expect_equal(warped$p, 7.5)
 })
 
 test_that("each warp moves linearly at u = 0 and keeps order and range", {
@@ -105,10 +107,12 @@ test_that("each warp moves linearly at u = 0 and keeps order and range", {
     list(R = (up$R - down$R) / (2 * h), s = (up$s - down$s) / (2 * h),
          p = (up$p - down$p) / (2 * h))
   }
-  q <- (curve$p - 0.5) / bins
+  # gap 1 bin: point k = 0.5 + k + 17 q_k
+  free <- bins - 3
+  q <- (curve$p - 0.5 - 1:2) / free
   expect_equal(move("rate")$R, curve$R, tolerance = 1e-6)
   expect_equal(move("slope")$s, curve$s * (1 - curve$s / 8), tolerance = 1e-6)
-  expect_equal(move("point")$p, bins * q * (1 - q), tolerance = 1e-6)
+  expect_equal(move("point")$p, free * q * (1 - q), tolerance = 1e-6)
   for (u in c(-4, 4)) {
     warped <- reference_count_warp(curve, c(point = u, rate = 0, slope = u), bins)
     expect_true(all(diff(c(0.5, warped$p, bins + 0.5)) > 0))
@@ -192,7 +196,8 @@ test_that("the objective is minus the NB log-likelihood of the warped curves plu
     u <- case$u[case$u$animal == case$rows$animal[i], ]
     R <- c(1, 2) * exp(u$rate)
     s <- 8 * stats::plogis(stats::qlogis(1 / 8) + u$slope)
-    p <- 0.5 + 6 * stats::plogis(stats::qlogis((2.5 - 0.5) / 6) + u$point)
+    # gap ceiling(6 / 20) = 1: p = 1.5 + 4 q, q = (2.5 - 1.5) / 4
+    p <- 1.5 + 4 * stats::plogis(stats::qlogis((2.5 - 1.5) / 4) + u$point)
     psi <- R[1] + (R[2] - R[1]) * stats::plogis(s * (case$rows$bin[i] - p))
     e <- case$rows$exposure[i]
     # r(psi) = expm1(psi) + epsilon for rates far above tau

@@ -105,6 +105,17 @@ test_that("every argument is validated up front, whatever path runs", {
   expect_error(wisp(counts, degrees = -1L), class = "wisp_input_error", regexp = "degrees")
 })
 
+test_that("a fixed effect may be named treatment", {
+  counts <- wisp_simulate(n.genes = 2, n.bins = 30, n.random = 3, degrees = 1L,
+                          fixed.effects = list(treatment = c("control", "drug")), seed = 1)
+  for (likelihood in c("nb", "original")) {
+    fit <- wisp(counts, fit_only = TRUE, verbose = FALSE,
+                model.settings = list(likelihood = likelihood, LRO_cost = "none"))
+    expect_identical(fit$treatment$names, c("control", "drug"), info = likelihood)
+    expect_true(any(grepl("_drug_X_", names(coef(fit)))), info = likelihood)
+  }
+})
+
 test_that("degrees = fixes the transitions under either likelihood", {
   counts <- wisp_simulate(n.genes = 2, n.random = 3, n.bins = 30, degrees = 1L, seed = 21)
   for (likelihood in c("nb", "original")) {
@@ -191,9 +202,11 @@ test_that("the count likelihood's estimate does not depend on rise_threshold_fac
   # The setting reaches the fit: it starts elsewhere and takes another path ...
   expect_false(identical(low$fit.diagnostics[c("iterations", "num.evals")],
                          high$fit.diagnostics[c("iterations", "num.evals")]))
-  # ... to the same optimum (no start-anchored penalty).
+  # ... to the same optimum (no start-anchored penalty), up to the variance
+  # updates' tolerance (|d log sigma| < 1e-4 moves the marginal likelihood
+  # by a few 1e-5).
   expect_true(low$fit.diagnostics$converged && high$fit.diagnostics$converged)
-  expect_equal(low$fit.diagnostics$neg.loglik, high$fit.diagnostics$neg.loglik, tolerance = 1e-8)
+  expect_equal(low$fit.diagnostics$neg.loglik, high$fit.diagnostics$neg.loglik, tolerance = 1e-7)
   expect_equal(low$fitted.parameters, high$fitted.parameters, tolerance = 1e-5)
   expect_equal(low$fitted.parameters, small_fit()$fitted.parameters, tolerance = 1e-5)
 })

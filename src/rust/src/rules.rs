@@ -98,6 +98,14 @@ pub(crate) fn defaults() -> Vec<(&'static str, Default)> {
             "slope_prior_sd",
             Default::Number(crate::count::fit::SLOPE_PRIOR_SD),
         ),
+        (
+            "step_prior_sd",
+            Default::Number(crate::count::fit::STEP_PRIOR_SD),
+        ),
+        (
+            "effect_prior_sd",
+            Default::Number(crate::count::fit::EFFECT_PRIOR_SD),
+        ),
     ]
 }
 

@@ -46,7 +46,8 @@ pub(crate) fn gamma(stream: &mut TaskStream, shape: f64) -> f64 {
 /// Poisson(mean): inversion for small means, Hörmann's transformed rejection
 /// (PTRS) from a mean of 10 on.
 pub(crate) fn poisson(stream: &mut TaskStream, mean: f64) -> f64 {
-    if !(mean > 0.0) {
+    // A mean that is 0, negative or NaN draws 0.
+    if mean.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
         return 0.0;
     }
     if mean < 10.0 {
@@ -89,7 +90,7 @@ pub(crate) fn poisson(stream: &mut TaskStream, mean: f64) -> f64 {
 /// Negative binomial with mean `mean` and size `size` (variance mean +
 /// mean²/size), as a gamma mixture of Poissons; Poisson for an infinite size.
 pub(crate) fn negative_binomial(stream: &mut TaskStream, mean: f64, size: f64) -> f64 {
-    if !(mean > 0.0) {
+    if mean.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
         return 0.0;
     }
     if !size.is_finite() || size > 1e12 {

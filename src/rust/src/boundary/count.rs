@@ -85,6 +85,8 @@ fn fit_settings(settings: &List) -> RResult<CountFitSettings> {
         },
         rise_threshold_factor: number(settings, "rise_threshold_factor")?,
         slope_prior_sd: number(settings, "slope_prior_sd")?,
+        step_prior_sd: number(settings, "step_prior_sd")?,
+        effect_prior_sd: number(settings, "effect_prior_sd")?,
         ..CountFitSettings::default()
     };
     fit.validate().map_err(Error::input)?;
@@ -140,7 +142,8 @@ fn grid_columns(points: &[GridPoint], observations: usize) -> List {
 /// or nothing; `settings` a named list: `exposure`, `degrees` (one per
 /// (context, species), context-major, or NULL to detect), `lro_cost`
 /// ("none", "AIC", "BIC", "NLL"), `window`, `cutoff`, `method`,
-/// `buffer_factor`, `rise_threshold_factor`, `slope_prior_sd`, `fixed_sd`
+/// `buffer_factor`, `rise_threshold_factor`, `slope_prior_sd`, `step_prior_sd`,
+/// `effect_prior_sd`, `fixed_sd`
 /// (NULL or point, rate, slope), `workers`.
 /// @keywords internal
 /// @noRd
@@ -298,6 +301,18 @@ fn count_plan(bytes: &Raw) -> RResult<CountPlan> {
 /// row comes with its labels.
 /// @keywords internal
 /// @noRd
+/// A parameter's role, component and labels (context, species, block,
+/// treatment, random level), as count_describe_rust() reports them.
+type RoleLabels<'a> = (
+    &'a str,
+    &'a str,
+    Option<String>,
+    Option<String>,
+    Option<i32>,
+    Option<String>,
+    Option<String>,
+);
+
 #[extendr]
 fn count_describe_rust(plan: Raw) -> RResult<List> {
     let plan = count_plan(&plan)?;
@@ -312,15 +327,7 @@ fn count_describe_rust(plan: Raw) -> RResult<List> {
     let (mut role, mut component, mut context, mut species, mut block, mut treatment, mut ran) =
         (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
     for r in &roles {
-        let (ro, co, cx, sp, bl, tr, ra): (
-            &str,
-            &str,
-            Option<String>,
-            Option<String>,
-            Option<i32>,
-            Option<String>,
-            Option<String>,
-        ) = match *r {
+        let (ro, co, cx, sp, bl, tr, ra): RoleLabels = match *r {
             CountRole::Original(ParameterRole::Beta {
                 component,
                 context,
@@ -398,7 +405,7 @@ fn count_describe_rust(plan: Raw) -> RResult<List> {
         let (counts, exposures) = (table.counts(s), table.exposures(s));
         for r in 0..shape.ran_levels {
             for c in 0..shape.contexts {
-                for t in 0..shape.treatments {
+                for (t, treatment_name) in treatment_names.iter().enumerate() {
                     let first = table.block_key(r, c, t);
                     for b in 0..shape.bins {
                         if !observed[first + b] {
@@ -407,7 +414,7 @@ fn count_describe_rust(plan: Raw) -> RResult<List> {
                         row_ran.push(design.ran_levels()[r].as_str());
                         row_context.push(design.contexts()[c].as_str());
                         row_species.push(design.species()[s].as_str());
-                        row_treatment.push(treatment_names[t].as_str());
+                        row_treatment.push(treatment_name.as_str());
                         row_bin.push(b as i32 + 1);
                         row_count.push(counts[first + b]);
                         row_exposure.push(exposures[first + b]);
@@ -429,11 +436,11 @@ fn count_describe_rust(plan: Raw) -> RResult<List> {
         (vec![], vec![], vec![], vec![]);
     for s in 0..shape.species {
         for c in 0..shape.contexts {
-            for t in 0..shape.treatments {
+            for treatment_name in &treatment_names {
                 for b in 1..=shape.bins {
                     pop_context.push(design.contexts()[c].as_str());
                     pop_species.push(design.species()[s].as_str());
-                    pop_treatment.push(treatment_names[t].as_str());
+                    pop_treatment.push(treatment_name.as_str());
                     pop_bin.push(b as i32);
                 }
             }
@@ -524,6 +531,9 @@ fn observed_only(plan: &CountPlan, per_key: &[f64]) -> Vec<f64> {
 /// samples (one reported vector after another).
 /// @keywords internal
 /// @noRd
+/// Picks the animal rows or the population rows of one draw.
+type PickDraw = dyn Fn(&(Vec<f64>, Vec<f64>)) -> &Vec<f64>;
+
 #[extendr]
 fn count_bands_rust(plan: Raw, samples: Vec<f64>, probabilities: Vec<f64>) -> RResult<List> {
     let plan = count_plan(&plan)?;
@@ -542,7 +552,7 @@ fn count_bands_rust(plan: Raw, samples: Vec<f64>, probabilities: Vec<f64>) -> RR
                 .map_err(Error::input)
         })
         .collect::<RResult<_>>()?;
-    let quantiles = |pick: &dyn Fn(&(Vec<f64>, Vec<f64>)) -> &Vec<f64>| -> Vec<Vec<f64>> {
+    let quantiles = |pick: &PickDraw| -> Vec<Vec<f64>> {
         let length = draws.first().map_or(0, |d| pick(d).len());
         let mut out = vec![vec![f64::NAN; length]; probabilities.len()];
         let mut values = Vec::with_capacity(draws.len());
@@ -602,7 +612,7 @@ fn count_objective_rust(plan: Raw, species: i32, x: Nullable<Vec<f64>>) -> RResu
         .get(s)
         .ok_or_else(|| Error::input(format!("there is no species {s}")))?;
     let problem = SpeciesProblem::new(&plan.model, s, fit.sigma.map(|v| v > 0.0))
-        .with_slope_prior(plan.settings.slope_prior_sd);
+        .with_priors(plan.settings.priors());
     let layout = &problem.layout;
     let mut state = fit.state.clone();
     let x = match x {

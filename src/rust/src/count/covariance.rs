@@ -73,7 +73,7 @@ fn species_covariance(
 ) -> Result<Option<SpeciesCovariance>, String> {
     let s = fit.species;
     let free = fit.sigma.map(|v| v > 0.0);
-    let problem = SpeciesProblem::new(model, s, free).with_slope_prior(settings.slope_prior_sd);
+    let problem = SpeciesProblem::new(model, s, free).with_priors(settings.priors());
     let informed = data_informed(&SpeciesProblem::new(model, s, free), &fit.state, fit.sigma);
     let species_layout = &problem.layout;
     let n = species_layout.len;
@@ -253,7 +253,8 @@ mod tests {
                 .original
                 .beta_index(Component::Rate, 0, 0, 0, 1)
                 .unwrap();
-            let reported = super::super::fit::reported_parameters(&model, &[fit.clone()]).unwrap();
+            let reported =
+                super::super::fit::reported_parameters(&model, std::slice::from_ref(&fit)).unwrap();
             let cov = covariance(&model, &[fit], &settings)
                 .unwrap()
                 .remove(0)

@@ -195,17 +195,8 @@ impl WarpedCurve {
         }
     }
 
-    pub fn degree(&self) -> usize {
-        self.degree
-    }
-
     pub fn values(&self) -> &[f64] {
         &self.values
-    }
-
-    /// ∂v_i/∂q_j.
-    pub fn jacobian(&self, i: usize, j: usize) -> f64 {
-        self.jacobian[i * local_len(self.degree) + j]
     }
 
     /// Warped values of the curve at `theta` for an animal with random

@@ -172,7 +172,7 @@ mod tests {
             (250.0, 8.0, 3.3, -3.5),
         ] {
             let mu = exposure * rate(psi).value;
-            let k = exposure * (-rho as f64).exp();
+            let k = exposure * f64::exp(-rho);
             let lg = ln_gamma(y + 1.0);
             let expected = textbook(y, mu, k);
             assert!(close(

@@ -7,7 +7,7 @@
 use super::curve::{curve_len, CurveValues, SLOPE_MAX};
 use super::layout::CountLayout;
 use super::linalg::BorderedMatrix;
-use super::objective::{Sigma, SpeciesProblem, SpeciesState};
+use super::objective::{Priors, Sigma, SpeciesProblem, SpeciesState};
 use super::solver::{newton, Bounds, NewtonOutcome, NewtonSettings, FLAT_CURVATURE, FLAT_SLOPE};
 use super::start::starting_state_with;
 use super::CountModel;
@@ -18,6 +18,14 @@ use crate::structure::DetectedStructure;
 /// Default SD of the slopes' prior on the logit scale: slopes from 0.02 to
 /// 7 per bin lie within two SDs of its centre (1 per bin).
 pub(crate) const SLOPE_PRIOR_SD: f64 = 2.0;
+
+/// Default SD of the block-rate steps' prior: a step of 4 (a 55-fold change
+/// of the rate) is two SDs out.
+pub(crate) const STEP_PRIOR_SD: f64 = 2.0;
+
+/// Default SD of the treatment effects' prior on the unconstrained scale
+/// (log rate; logits of slopes and of the points' stick-breaking fractions).
+pub(crate) const EFFECT_PRIOR_SD: f64 = 1.0;
 
 /// Variances start here.
 pub(crate) const SIGMA_START: f64 = 0.1;
@@ -52,11 +60,25 @@ pub(crate) struct CountFitSettings {
     pub fixed_sigma: Option<Sigma>,
     pub rise_threshold_factor: f64,
     /// SD of the slopes' prior on the logit scale (0: none); see
-    /// [`SpeciesProblem::with_slope_prior`].
+    /// [`SpeciesProblem::with_priors`].
     pub slope_prior_sd: f64,
+    /// SD of the prior on the steps of a curve's block rates (0: none); see
+    /// [`SpeciesProblem::with_priors`].
+    pub step_prior_sd: f64,
+    /// SD of the prior on the treatment effects of the curves' unknowns
+    /// (0: none); see [`SpeciesProblem::with_priors`].
+    pub effect_prior_sd: f64,
 }
 
 impl CountFitSettings {
+    pub(crate) fn priors(&self) -> Priors {
+        Priors {
+            slope_sd: self.slope_prior_sd,
+            step_sd: self.step_prior_sd,
+            effect_sd: self.effect_prior_sd,
+        }
+    }
+
     pub(crate) fn validate(&self) -> Result<(), String> {
         let positive = |v: f64| v.is_finite() && v > 0.0;
         let n = &self.newton;
@@ -93,6 +115,16 @@ impl CountFitSettings {
                 self.slope_prior_sd
             ));
         }
+        for (name, sd) in [
+            ("step", self.step_prior_sd),
+            ("effect", self.effect_prior_sd),
+        ] {
+            if !(sd.is_finite() && sd >= 0.0) {
+                return Err(format!(
+                    "the {name} prior's SD must be finite and >= 0, got {sd}"
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -106,6 +138,8 @@ impl Default for CountFitSettings {
             fixed_sigma: None,
             rise_threshold_factor: 0.8,
             slope_prior_sd: SLOPE_PRIOR_SD,
+            step_prior_sd: STEP_PRIOR_SD,
+            effect_prior_sd: EFFECT_PRIOR_SD,
         }
     }
 }
@@ -382,7 +416,7 @@ fn warm_up(
     let free_warps = free_warps_of(sigma);
     let mut evaluations = 0;
     let mut run = |problem: SpeciesProblem, state: &mut SpeciesState, sigma: Sigma| {
-        let problem = problem.with_slope_prior(settings.slope_prior_sd);
+        let problem = problem.with_priors(settings.priors());
         if problem.layout.len == 0 {
             return;
         }
@@ -442,8 +476,7 @@ pub(crate) fn fit_species(
         sigma[super::curve::U_SLOPE] = 0.0;
     }
     let problem_for = |sigma: Sigma| {
-        SpeciesProblem::new(model, species, free_warps_of(sigma))
-            .with_slope_prior(settings.slope_prior_sd)
+        SpeciesProblem::new(model, species, free_warps_of(sigma)).with_priors(settings.priors())
     };
     let mut problem = problem_for(sigma);
     let mut state = match start {
@@ -526,7 +559,7 @@ pub(crate) fn fit_species(
     let log_sigma: f64 = sigma.iter().filter(|&&s| s > 0.0).map(|s| s.ln()).sum();
     let data_only = SpeciesProblem::new(model, species, free_warps_of(sigma));
     let curvature = final_curvature(&problem, &data_only, &state, sigma);
-    let negative_log_likelihood = outcome.value - problem.slope_penalty(&state)
+    let negative_log_likelihood = outcome.value - problem.prior_penalty(&state)
         + problem.layout.animals as f64 * log_sigma
         + 0.5 * curvature.random_effect_log_det;
     let converged =

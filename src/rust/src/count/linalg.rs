@@ -15,7 +15,9 @@ fn cholesky(matrix: &mut [f64], n: usize) -> Option<()> {
         for k in 0..j {
             diagonal -= matrix[j * n + k] * matrix[j * n + k];
         }
-        if !(diagonal > 0.0) || !diagonal.is_finite() {
+        // A NaN pivot fails too.
+        if diagonal.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) || !diagonal.is_finite()
+        {
             return None;
         }
         let pivot = diagonal.sqrt();
@@ -343,11 +345,6 @@ impl BorderedFactor {
             diagonal[border_offset + i] = schur_inverse[i * m + i];
         }
         diagonal
-    }
-
-    /// The border block of H⁻¹ (m × m), i.e. S⁻¹.
-    pub fn border_inverse(&self) -> Vec<f64> {
-        cholesky_inverse(&self.schur, self.border)
     }
 }
 

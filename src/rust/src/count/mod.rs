@@ -13,6 +13,11 @@
 //! - [`linalg`]: the bordered block-diagonal factorisation;
 //! - [`solver`]: damped Newton for one species at fixed variances;
 //! - [`fit`]: starting values, the variance updates, the whole fit.
+//!
+//! Loops here run over indices on purpose: they follow the sums of the model
+//! vignette, index several arrays with the same subscript, and often use the
+//! index itself in arithmetic.
+#![allow(clippy::needless_range_loop)]
 
 pub(crate) mod build;
 pub(crate) mod covariance;

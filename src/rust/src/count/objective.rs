@@ -34,8 +34,13 @@ pub(crate) struct SpeciesLayout {
     /// Per animal and warp (point, rate, slope): index of u in x, `None`
     /// when that warp's σ is 0 (the effect is fixed at 0).
     pub u_index: Vec<[Option<usize>; 3]>,
-    /// Sizes of the Hessian's diagonal blocks (the estimable curves).
+    /// Sizes of the Hessian's diagonal blocks: one block per context with
+    /// an estimable curve, holding all its estimable curves (the effect
+    /// prior couples the curves of a context).
     pub block_sizes: Vec<usize>,
+    /// Per curve (c·T + t): its Hessian block and the start of its θ within
+    /// that block; `None` for a curve that is not estimated.
+    pub curve_blocks: Vec<Option<(usize, usize)>>,
     pub border: usize,
     pub len: usize,
 }
@@ -108,9 +113,33 @@ impl SpeciesLayout {
             rho_index,
             u_index,
             block_sizes,
+            curve_blocks: Vec::new(),
             border: next - border_start,
             len: next,
         }
+        .with_context_blocks()
+    }
+
+    /// Groups the estimable curves' θ into one Hessian block per context
+    /// (the curves of a context are contiguous in x).
+    fn with_context_blocks(mut self) -> Self {
+        self.block_sizes.clear();
+        self.curve_blocks = vec![None; self.curve_offsets.len()];
+        for c in 0..self.contexts {
+            let size = curve_len(self.degrees[c]);
+            let mut block_size = 0;
+            for t in 0..self.treatments {
+                let curve = c * self.treatments + t;
+                if self.curve_offsets[curve].is_some() {
+                    self.curve_blocks[curve] = Some((self.block_sizes.len(), block_size));
+                    block_size += size;
+                }
+            }
+            if block_size > 0 {
+                self.block_sizes.push(block_size);
+            }
+        }
+        self
     }
 
     /// The layout with only some unknowns free (the others held at the
@@ -126,13 +155,10 @@ impl SpeciesLayout {
     ) -> Self {
         let mut layout = SpeciesLayout::new(model, species, warps);
         let mut next = 0;
-        let mut block_sizes = Vec::new();
         for (index, offset) in layout.curve_offsets.iter_mut().enumerate() {
             if offset.is_some() && curves[index] {
                 *offset = Some(next);
-                let size = curve_len(layout.degrees[index / layout.treatments]);
-                block_sizes.push(size);
-                next += size;
+                next += curve_len(layout.degrees[index / layout.treatments]);
             } else {
                 *offset = None;
             }
@@ -152,19 +178,13 @@ impl SpeciesLayout {
                 });
             }
         }
-        layout.block_sizes = block_sizes;
         layout.border = next - border_start;
         layout.len = next;
-        layout
+        layout.with_context_blocks()
     }
 
     pub fn border_start(&self) -> usize {
         self.len - self.border
-    }
-
-    pub fn free_warps(&self) -> [bool; 3] {
-        let first = self.u_index.first();
-        [0, 1, 2].map(|w| first.is_some_and(|u| u[w].is_some()))
     }
 }
 
@@ -238,6 +258,27 @@ pub(crate) struct SpeciesProblem<'m> {
     /// Standard deviation of the slopes' normal prior on the logit scale
     /// (`None`: no prior).
     slope_prior_sd: Option<f64>,
+    /// Standard deviation of the normal prior on each curve's steps
+    /// R_{k+1} - R_k (`None`: no prior).
+    step_prior_sd: Option<f64>,
+    /// The treatment effects' prior: its standard deviation and the T × T
+    /// matrix A = Σ_{j ≥ 1} w_j w_jᵀ (w_j row j of W⁻¹), so that the sum of
+    /// squared effects of one unknown across the treatments' curves, v, is
+    /// vᵀ A v (`None`: no prior).
+    effect_prior: Option<(f64, Vec<f64>)>,
+}
+
+/// The weak priors of a count fit (model vignette, "Priors"); an SD of 0
+/// leaves that prior out.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Priors {
+    /// Each transition slope on its logit scale, centred at 1 per bin.
+    pub slope_sd: f64,
+    /// Each step R_{k+1} - R_k of a curve's block rates, centred at 0.
+    pub step_sd: f64,
+    /// Each treatment effect (β of a non-reference treatment) of every
+    /// curve unknown on its unconstrained scale θ, centred at 0.
+    pub effect_sd: f64,
 }
 
 /// Centre of the slopes' prior: a slope of 1 per bin, logit(1/S_MAX).
@@ -309,6 +350,8 @@ impl<'m> SpeciesProblem<'m> {
             ln_gamma_count,
             active_blocks,
             slope_prior_sd: None,
+            step_prior_sd: None,
+            effect_prior: None,
         }
     }
 
@@ -342,20 +385,44 @@ impl<'m> SpeciesProblem<'m> {
         problem
     }
 
-    /// Adds a normal prior with this standard deviation to every estimated
-    /// transition slope on its logit scale, centred at a slope of 1 per bin
-    /// (0 or a non-finite value: no prior). It keeps weakly identified slopes
-    /// (a small rate change, few counts) from running to S_MAX.
-    pub fn with_slope_prior(mut self, sd: f64) -> Self {
-        self.slope_prior_sd = (sd.is_finite() && sd > 0.0).then_some(sd);
+    /// Adds the curves' weak priors (model vignette, "Priors").
+    ///
+    /// The slope prior keeps weakly identified slopes (a small rate change,
+    /// few counts) from running to S_MAX. The step prior pins a ridge: two
+    /// transitions pulled together with shallow slopes let the block between
+    /// them run off to any height at almost the same likelihood (the curve
+    /// shows only a bump). The effect prior shrinks a treatment's curve
+    /// towards the others where the counts do not tell them apart (e.g. the
+    /// point of a transition whose step is tiny), instead of leaving it
+    /// anywhere on a flat ridge. All three are negligible where the counts
+    /// inform the unknown.
+    pub fn with_priors(mut self, priors: Priors) -> Self {
+        let used = |sd: f64| (sd.is_finite() && sd > 0.0).then_some(sd);
+        self.slope_prior_sd = used(priors.slope_sd);
+        self.step_prior_sd = used(priors.step_sd);
+        self.effect_prior = used(priors.effect_sd).and_then(|sd| {
+            let treatments = self.layout.treatments;
+            if treatments < 2 {
+                return None;
+            }
+            // W was checked to be invertible when the model was built.
+            let inverse = super::fit::inverse_weights(self.model).ok()?;
+            let mut effects = vec![0.0; treatments * treatments];
+            for j in 1..treatments {
+                let row = &inverse[j * treatments..(j + 1) * treatments];
+                for a in 0..treatments {
+                    for b in 0..treatments {
+                        effects[a * treatments + b] += row[a] * row[b];
+                    }
+                }
+            }
+            Some((sd, effects))
+        });
         self
     }
 
-    /// The slope prior's contribution to J at `state` (0 without a prior).
-    pub fn slope_penalty(&self, state: &SpeciesState) -> f64 {
-        let Some(sd) = self.slope_prior_sd else {
-            return 0.0;
-        };
+    /// The priors' contribution to J at `state` (0 without priors).
+    pub fn prior_penalty(&self, state: &SpeciesState) -> f64 {
         let centre = slope_prior_centre();
         let layout = &self.layout;
         let mut total = 0.0;
@@ -364,9 +431,75 @@ impl<'m> SpeciesProblem<'m> {
                 continue;
             }
             let degree = layout.degrees[curve / layout.treatments];
+            let theta = &state.theta[curve];
             for k in 0..degree {
-                let z = (state.theta[curve][degree + 1 + k] - centre) / sd;
-                total += 0.5 * z * z;
+                if let Some(sd) = self.slope_prior_sd {
+                    let z = (theta[degree + 1 + k] - centre) / sd;
+                    total += 0.5 * z * z;
+                }
+                if let Some(sd) = self.step_prior_sd {
+                    let z = (theta[k + 1] - theta[k]) / sd;
+                    total += 0.5 * z * z;
+                }
+            }
+        }
+        total + self.effect_penalty(state, None)
+    }
+
+    /// The effect prior's term of J, adding its gradient and Hessian when
+    /// asked (0 without the prior).
+    fn effect_penalty(
+        &self,
+        state: &SpeciesState,
+        mut derivatives: Option<(&mut [f64], &mut BorderedMatrix)>,
+    ) -> f64 {
+        let Some((sd, effects)) = &self.effect_prior else {
+            return 0.0;
+        };
+        let precision = 1.0 / (sd * sd);
+        let layout = &self.layout;
+        let treatments = layout.treatments;
+        let mut total = 0.0;
+        let mut values = vec![0.0; treatments];
+        let mut pulled = vec![0.0; treatments];
+        for c in 0..layout.contexts {
+            let curves = c * treatments..(c + 1) * treatments;
+            if layout.curve_offsets[curves.clone()]
+                .iter()
+                .all(|o| o.is_none())
+            {
+                continue;
+            }
+            for i in 0..curve_len(layout.degrees[c]) {
+                for t in 0..treatments {
+                    values[t] = state.theta[c * treatments + t][i];
+                }
+                for a in 0..treatments {
+                    pulled[a] = (0..treatments)
+                        .map(|b| effects[a * treatments + b] * values[b])
+                        .sum();
+                }
+                total +=
+                    0.5 * precision * values.iter().zip(&pulled).map(|(v, p)| v * p).sum::<f64>();
+                let Some((gradient, hessian)) = derivatives.as_mut() else {
+                    continue;
+                };
+                for a in 0..treatments {
+                    let Some(offset) = layout.curve_offsets[c * treatments + a] else {
+                        continue;
+                    };
+                    gradient[offset + i] += precision * pulled[a];
+                    let (block, start_a) = curve_block(layout, c * treatments + a);
+                    let size = layout.block_sizes[block];
+                    for b in 0..treatments {
+                        if layout.curve_offsets[c * treatments + b].is_none() {
+                            continue;
+                        }
+                        let (_, start_b) = curve_block(layout, c * treatments + b);
+                        hessian.blocks[block][(start_a + i) * size + start_b + i] +=
+                            precision * effects[a * treatments + b];
+                    }
+                }
             }
         }
         total
@@ -402,6 +535,7 @@ impl<'m> SpeciesProblem<'m> {
     }
 
     /// −Σ ℓ alone (no random-effect penalty) at `state`.
+    #[cfg(test)]
     pub fn negative_log_likelihood(&self, state: &SpeciesState) -> f64 {
         self.pass(state, [0.0; 3], None)
     }
@@ -527,13 +661,41 @@ impl<'m> SpeciesProblem<'m> {
                     total += 0.5 * precision * deviation * deviation;
                     if let Some((gradient, hessian)) = derivatives.as_mut() {
                         gradient[offset + i] += precision * deviation;
-                        let block = hessian_block_of(layout, curve);
-                        let m = curve_len(degree);
-                        hessian.blocks[block][i * m + i] += precision;
+                        let (block, start) = curve_block(layout, curve);
+                        let size = layout.block_sizes[block];
+                        hessian.blocks[block][(start + i) * size + start + i] += precision;
                     }
                 }
             }
         }
+        // The steps' prior.
+        if let Some(sd) = self.step_prior_sd {
+            let precision = 1.0 / (sd * sd);
+            for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+                let Some(offset) = *offset else { continue };
+                let degree = layout.degrees[curve / layout.treatments];
+                for k in 0..degree {
+                    let step = state.theta[curve][k + 1] - state.theta[curve][k];
+                    total += 0.5 * precision * step * step;
+                    if let Some((gradient, hessian)) = derivatives.as_mut() {
+                        gradient[offset + k + 1] += precision * step;
+                        gradient[offset + k] -= precision * step;
+                        let (block, start) = curve_block(layout, curve);
+                        let size = layout.block_sizes[block];
+                        let (a, b) = (start + k, start + k + 1);
+                        let matrix = &mut hessian.blocks[block];
+                        matrix[b * size + b] += precision;
+                        matrix[a * size + a] += precision;
+                        matrix[a * size + b] -= precision;
+                        matrix[b * size + a] -= precision;
+                    }
+                }
+            }
+        }
+        total += self.effect_penalty(
+            state,
+            derivatives.as_mut().map(|(g, h)| (&mut **g, &mut **h)),
+        );
         // The random effects' normal prior.
         for r in 0..layout.animals {
             for w in 0..3 {
@@ -582,22 +744,26 @@ impl<'m> SpeciesProblem<'m> {
         let rho_border = layout.rho_index[context].map(|i| i - border_start);
         // A curve held fixed (a restricted problem) still informs the border.
         let curve = layout.curve_offsets[curve_index]
-            .map(|offset| (offset, hessian_block_of(layout, curve_index)));
+            .map(|offset| (offset, curve_block(layout, curve_index)));
         for i in 0..m {
-            let Some((offset, block)) = curve else { break };
+            let Some((offset, (block, start))) = curve else {
+                break;
+            };
             gradient[offset + i] += local_gradient[i];
+            let size = layout.block_sizes[block];
             let a = &mut hessian.blocks[block];
             for j in 0..m {
-                a[i * m + j] += local_hessian[i * n + j];
+                a[(start + i) * size + start + j] += local_hessian[i * n + j];
             }
             let coupling = &mut hessian.couplings[block];
+            let row = start + i;
             for (w, ub) in u_border.iter().enumerate() {
                 if let Some(ub) = ub {
-                    coupling[i * border + ub] += local_hessian[i * n + m + w];
+                    coupling[row * border + ub] += local_hessian[i * n + m + w];
                 }
             }
             if let Some(rb) = rho_border {
-                coupling[i * border + rb] += local_rho[i];
+                coupling[row * border + rb] += local_rho[i];
             }
         }
         for (w, ub) in u_border.iter().enumerate() {
@@ -620,12 +786,9 @@ impl<'m> SpeciesProblem<'m> {
     }
 }
 
-/// The Hessian block of an estimable curve: its rank among estimable curves.
-fn hessian_block_of(layout: &SpeciesLayout, curve_index: usize) -> usize {
-    layout.curve_offsets[..curve_index]
-        .iter()
-        .filter(|o| o.is_some())
-        .count()
+/// The Hessian block of an estimable curve and where its θ starts in it.
+fn curve_block(layout: &SpeciesLayout, curve_index: usize) -> (usize, usize) {
+    layout.curve_blocks[curve_index].expect("an estimable curve has a Hessian block")
 }
 
 #[cfg(test)]
@@ -662,11 +825,57 @@ mod tests {
         }
     }
 
+    fn none() -> Priors {
+        Priors {
+            slope_sd: 0.0,
+            step_sd: 0.0,
+            effect_sd: 0.0,
+        }
+    }
+
+    fn some() -> Priors {
+        Priors {
+            slope_sd: 2.0,
+            step_sd: 1.5,
+            effect_sd: 0.7,
+        }
+    }
+
+    /// Solves W β = v by Gauss-Jordan elimination with partial pivoting.
+    fn solve_by_hand(weights: &[f64], values: &[f64]) -> Vec<f64> {
+        let n = values.len();
+        let mut a: Vec<Vec<f64>> = (0..n)
+            .map(|i| {
+                let mut row = weights[i * n..(i + 1) * n].to_vec();
+                row.push(values[i]);
+                row
+            })
+            .collect();
+        for col in 0..n {
+            let pivot = (col..n)
+                .max_by(|&x, &y| a[x][col].abs().total_cmp(&a[y][col].abs()))
+                .unwrap();
+            a.swap(col, pivot);
+            for row in 0..n {
+                if row != col {
+                    let factor = a[row][col] / a[col][col];
+                    for k in col..=n {
+                        a[row][k] -= factor * a[col][k];
+                    }
+                }
+            }
+        }
+        (0..n).map(|i| a[i][n] / a[i][i]).collect()
+    }
+
     #[test]
     fn gradient_and_hessian_match_finite_differences() {
         let model = small_model(7);
-        for species in 0..model.table().shape().species {
-            let problem = SpeciesProblem::new(&model, species, [true, true, true]);
+        for (species, priors) in
+            (0..model.table().shape().species).flat_map(|s| [(s, none()), (s, some())])
+        {
+            let problem =
+                SpeciesProblem::new(&model, species, [true, true, true]).with_priors(priors);
             let sigma = [0.3, 0.2, 0.4];
             let state = state_for(&problem);
             let x = state.to_vector(&problem.layout);
@@ -700,7 +909,7 @@ mod tests {
                 let numeric = (value_at(&up) - value_at(&down)) / (2.0 * h);
                 assert!(
                     (gradient[i] - numeric).abs() <= 1e-5 * numeric.abs().max(1.0),
-                    "species {species}, gradient {i}: {} vs {numeric}",
+                    "species {species}, priors {priors:?}, gradient {i}: {} vs {numeric}",
                     gradient[i]
                 );
                 let column = hessian.multiply(&unit(i));
@@ -709,12 +918,58 @@ mod tests {
                     let numeric = (g_up[j] - g_down[j]) / (2.0 * h);
                     assert!(
                         (column[j] - numeric).abs() <= 1e-4 * numeric.abs().max(1.0),
-                        "species {species}, hessian ({j}, {i}): {} vs {numeric}",
+                        "species {species}, priors {priors:?}, hessian ({j}, {i}): {} vs {numeric}",
                         column[j]
                     );
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_priors_add_their_hand_computed_penalty() {
+        let model = small_model(5);
+        let plain = SpeciesProblem::new(&model, 0, [true, true, true]);
+        let priors = some();
+        let (slope_sd, step_sd, effect_sd) = (priors.slope_sd, priors.step_sd, priors.effect_sd);
+        let with = SpeciesProblem::new(&model, 0, [true, true, true]).with_priors(priors);
+        let state = state_for(&plain);
+        let sigma = [0.3, 0.2, 0.4];
+        let mut expected = 0.0;
+        let centre = (1.0f64 / 7.0).ln();
+        for (curve, theta) in state.theta.iter().enumerate() {
+            let degree = plain.layout.degrees[curve / plain.layout.treatments];
+            assert_eq!(theta.len(), 3 * degree + 1);
+            for k in 0..degree {
+                expected += (theta[degree + 1 + k] - centre).powi(2) / (2.0 * slope_sd * slope_sd);
+                expected += (theta[k + 1] - theta[k]).powi(2) / (2.0 * step_sd * step_sd);
+            }
+        }
+        // The effects: β = W⁻¹ v of every unknown across the treatments,
+        // every β but the baseline's (treatment 0).
+        let layout = &plain.layout;
+        let treatments = layout.treatments;
+        assert!(treatments > 1);
+        let weights = model.design().weights();
+        for c in 0..layout.contexts {
+            for i in 0..3 * layout.degrees[c] + 1 {
+                let values: Vec<f64> = (0..treatments)
+                    .map(|t| state.theta[c * treatments + t][i])
+                    .collect();
+                let beta = solve_by_hand(weights, &values);
+                for b in &beta[1..] {
+                    expected += b * b / (2.0 * effect_sd * effect_sd);
+                }
+            }
+        }
+        assert!(expected > 0.0);
+        let added = with.value(&state, sigma) - plain.value(&state, sigma);
+        assert!(
+            (added - expected).abs() < 1e-9 * expected,
+            "{added} vs {expected}"
+        );
+        assert!((with.prior_penalty(&state) - expected).abs() < 1e-12 * expected);
+        assert_eq!(plain.prior_penalty(&state), 0.0);
     }
 
     #[test]

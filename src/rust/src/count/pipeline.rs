@@ -1,8 +1,7 @@
 //! From data to a reported count fit, and one bootstrap replicate of it
 //! (model vignette, "Fitting the count model" and "The bootstrap").
 
-use super::curve::{Axis, BinDerivatives, CurveValues, WarpedCurve};
-use super::family::rate;
+use super::curve::{BinDerivatives, CurveValues, WarpedCurve};
 use super::fit::{fit_species, reported_parameters, CountFitSettings, SpeciesFit};
 use super::layout::{CountLayout, CountRole};
 use super::resample::redraw;
@@ -394,15 +393,6 @@ pub(crate) struct Predictions {
     pub population: Vec<f64>,
 }
 
-/// Predictions at the estimate.
-pub(crate) fn predictions(model: &CountModel, estimate: &CountEstimate) -> Predictions {
-    let parameters = reported_parameters(model, &estimate.species).unwrap_or_default();
-    predictions_at(model, &parameters).unwrap_or(Predictions {
-        animal: Vec::new(),
-        population: Vec::new(),
-    })
-}
-
 /// Predictions at a reported vector (see [`CountLayout`]): the fixed
 /// effects give each treatment's curve through W, the random effects warp
 /// it. A curve whose slopes or points are NaN (not informed) is flat when
@@ -479,10 +469,10 @@ pub(crate) fn predictions_at(model: &CountModel, reported: &[f64]) -> Result<Pre
             }
             u
         };
-        let mut push_curve = |theta: &Option<Vec<f64>>,
-                              degree: usize,
-                              u: [f64; 3],
-                              out: &mut Vec<f64>| match theta {
+        let push_curve = |theta: &Option<Vec<f64>>,
+                          degree: usize,
+                          u: [f64; 3],
+                          out: &mut Vec<f64>| match theta {
             Some(theta) if u.iter().all(|v| v.is_finite()) => {
                 let mut curve = WarpedCurve::new(degree);
                 curve.set(theta, u, axis);
@@ -515,11 +505,6 @@ pub(crate) fn predictions_at(model: &CountModel, reported: &[f64]) -> Result<Pre
         }
     }
     Ok(Predictions { animal, population })
-}
-
-/// The rate per unit of exposure at a curve value.
-pub(crate) fn rate_of(psi: f64) -> f64 {
-    rate(psi).value
 }
 
 #[cfg(test)]
@@ -566,7 +551,8 @@ mod tests {
     #[test]
     fn population_predictions_have_no_warp_and_animal_ones_do() {
         let plan = plan(6);
-        let predicted = predictions(&plan.model, &plan.estimate);
+        let reported = reported_parameters(&plan.model, &plan.estimate.species).unwrap();
+        let predicted = predictions_at(&plan.model, &reported).unwrap();
         let shape = plan.model.table().shape();
         assert_eq!(
             predicted.animal.len(),

@@ -154,7 +154,9 @@ fn evidence(
     // inform very weakly) gets a ridge far below any informed curvature;
     // one with negative curvature still does not factor.
     let n = gradient.len();
-    let largest = (0..n).map(|i| hessian.diagonal(i).abs()).fold(0.0, f64::max);
+    let largest = (0..n)
+        .map(|i| hessian.diagonal(i).abs())
+        .fold(0.0, f64::max);
     let factor = hessian
         .factor(&vec![0.0; n])
         .or_else(|| hessian.factor(&vec![1e-10 * largest.max(1.0); n]))?;
@@ -344,7 +346,7 @@ pub(crate) fn newton(
 #[cfg(test)]
 mod tests {
     use super::super::objective::SpeciesProblem;
-    use super::super::start::starting_state;
+    use super::super::start::starting_state_with;
     use super::super::tests_support::{simulate, Simulation};
     use super::*;
 
@@ -353,7 +355,7 @@ mod tests {
         let (model, _) = simulate(&Simulation::default(), 11);
         for species in 0..2 {
             let problem = SpeciesProblem::new(&model, species, [true, true, true]);
-            let mut state = starting_state(&problem, 0.8).unwrap();
+            let mut state = starting_state_with(&problem, None, 0.8).unwrap();
             let bounds = super::super::fit::bounds_for(&problem);
             let sigma = [0.1, 0.1, 0.1];
             let outcome = newton(

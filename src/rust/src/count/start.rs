@@ -377,14 +377,6 @@ pub(crate) fn starting_state_with(
     })
 }
 
-/// [`starting_state_with`] without detected change points.
-pub(crate) fn starting_state(
-    problem: &SpeciesProblem,
-    rise_threshold_factor: f64,
-) -> Result<SpeciesState, String> {
-    starting_state_with(problem, None, rise_threshold_factor)
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::tests_support::{simulate, Simulation};

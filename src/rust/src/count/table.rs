@@ -178,7 +178,7 @@ impl CountTable {
             ));
         }
         let needs_cells = exposure_kind == Exposure::Cells;
-        if needs_cells != !token_cells.is_empty() || (needs_cells && token_cells.len() != n) {
+        if needs_cells == token_cells.is_empty() || (needs_cells && token_cells.len() != n) {
             return Err(
                 "cell ids must be given for every token exactly when exposure counts cells".into(),
             );
@@ -438,7 +438,7 @@ fn choose_exposure(
     species: usize,
 ) -> Result<ExposureChoice, String> {
     let has_cells = !tokens.cell.is_empty();
-    let has_zeros = tokens.count.iter().any(|&c| c == 0.0);
+    let has_zeros = tokens.count.contains(&0.0);
     // Every observed key lists every species equally often.
     let balanced = || {
         let mut sizes = vec![0usize; keys * species];

@@ -54,8 +54,6 @@ impl Default for Simulation {
 pub(crate) struct Truth {
     /// Population curve values per species, per curve (c·T + t).
     pub curves: Vec<Vec<CurveValues>>,
-    /// Random effects per species, per animal.
-    pub u: Vec<Vec<[f64; 3]>>,
 }
 
 /// Gamma(shape, 1) by Marsaglia and Tsang's method.
@@ -199,7 +197,7 @@ pub(crate) fn simulate(spec: &Simulation, seed: u64) -> (CountModel, Truth) {
     .expect("design");
     let structure = Structure::new(spec.contexts, spec.species, spec.degrees.clone()).unwrap();
     let model = CountModel::new(table, design, structure, point_gap(spec.bins)).expect("model");
-    (model, Truth { curves, u })
+    (model, Truth { curves })
 }
 
 /// A small model with two contexts and degrees 0–2, for derivative checks.

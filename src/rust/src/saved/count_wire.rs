@@ -48,6 +48,8 @@ struct CountSettingsV1 {
     fixed_sigma: Option<[f64; 3]>,
     rise_threshold_factor: f64,
     slope_prior_sd: f64,
+    step_prior_sd: f64,
+    effect_prior_sd: f64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -113,6 +115,8 @@ impl CountPlanV1 {
                 fixed_sigma: settings.fixed_sigma,
                 rise_threshold_factor: settings.rise_threshold_factor,
                 slope_prior_sd: settings.slope_prior_sd,
+                step_prior_sd: settings.step_prior_sd,
+                effect_prior_sd: settings.effect_prior_sd,
             },
             estimate: plan
                 .estimate
@@ -197,6 +201,8 @@ impl CountPlanV1 {
             fixed_sigma: s.fixed_sigma,
             rise_threshold_factor: s.rise_threshold_factor,
             slope_prior_sd: s.slope_prior_sd,
+            step_prior_sd: s.step_prior_sd,
+            effect_prior_sd: s.effect_prior_sd,
         };
         settings.validate().map_err(invalid)?;
         if self.estimate.len() != shape.species {
