@@ -17,7 +17,7 @@
 #
 # Usage (from the repository root, with wispack installed):
 #   Rscript benchmarks/calibration.R quick     # 6 data sets per design, 49 replicates
-#   Rscript benchmarks/calibration.R full      # 80 data sets per design, 199 replicates
+#   Rscript benchmarks/calibration.R full      # 30 data sets per design, 199 replicates
 #   Rscript benchmarks/calibration.R summary   # tables from what has been computed
 # Stages are resumable: every (data set, method) result is kept in
 # benchmarks/out/calibration/<mode>/ and skipped when it exists.
@@ -30,7 +30,7 @@ suppressPackageStartupMessages(library(wispack))
 
 settings <- list(
   quick = list(datasets = 6L, replicates = 49L, original_datasets = 3L),
-  full = list(datasets = 80L, replicates = 199L, original_datasets = 25L)
+  full = list(datasets = 30L, replicates = 199L, original_datasets = 12L)
 )
 animals_per_group <- c(3L, 5L, 8L)
 alpha <- 0.05
