@@ -62,6 +62,8 @@ wisp_parameter_selector <- function(parameters, type) {
 bootstrap_used_replicates <- function(boot, used = NULL) {
   d <- boot$diagnostics
   ok <- d$ok %in% TRUE
+  # wisp(converged.resamples.only = FALSE) keeps every successful replicate.
+  if (isFALSE(boot$converged.only)) return(ok)
   converged <- ok & d$converged %in% TRUE
   if (!is.null(used) && sum(ok) == used && sum(converged) != used) return(ok)
   if (any(converged)) converged else ok
@@ -190,9 +192,10 @@ print.wisp <- function(x, ...) {
 #' Summarise a wisp fit
 #'
 #' The fixed-effect table of a fit (baseline parameters and treatment
-#' effects) with, when the fit was bootstrapped, percentile intervals,
-#' p-values and significance marks from `fit$stats`, plus the fit
-#' diagnostics.
+#' effects) with the statistics of `fit$stats` (Wald statistics for a count
+#' fit without a bootstrap; percentile or the original's centred statistics
+#' from bootstrap replicates): intervals, p-values and significance marks,
+#' plus the fit diagnostics.
 #'
 #' @param object A `"wisp"` object from [wisp()].
 #' @param level `NULL` (the statistics the fit carries), or a confidence
@@ -202,9 +205,12 @@ print.wisp <- function(x, ...) {
 #' @return An object of class `"summary.wisp"`: a list with `call`,
 #'   `coefficients` (a data.frame, one row per fixed-effect parameter:
 #'   `parameter, role, component, context, species, block, treatment,
-#'   estimate` and, when bootstrapped, `CI.low, CI.high, p.value,
-#'   p.value.adj, significance`), `bootstrapped` (logical), `replicates`
-#'   (replicates used by the statistics, or 0), `alpha`, `fit.diagnostics`,
+#'   estimate` and, when the fit has statistics, `std.error, df, CI.low,
+#'   CI.high, p.value, p.value.adj, significance`), `bootstrapped` (whether
+#'   the fit carries bootstrap replicates), `tested` (whether it has
+#'   statistics), `method` (`"wald"`, `"percentile"` or `"centred"`),
+#'   `level`, `replicates` (replicates used by the statistics, or 0),
+#'   `alpha`, `adjustment`, `likelihood`, `random.sd`, `fit.diagnostics`,
 #'   `degrees`, `n.warp` (number of warping factors), `nobs` and `logLik`.
 #' @seealso [coef.wisp()], [confint.wisp()]
 #' @export
