@@ -1,4 +1,4 @@
-# The original's bootstrap statistics (model vignette, "The original's statistics"),
+# The original's bootstrap statistics (model vignette §15.3),
 # kept for reproduction as wisp_statistics(method = "centred"), and the
 # bootstrap's attachment to a fit.
 

@@ -1,11 +1,12 @@
-# A slow, plain-R reference implementation of the count model ("nb"; design
-# note "count-model.md" §1-§5): the table with its exposure, the curve
-# transforms, the random-effect warps, the rate floor, the negative-binomial
-# likelihood with exposure and the inner objective J. It is the test oracle
-# for the Rust implementation, so it uses no package code, loops where a loop
-# reads more plainly, and follows the note sentence by sentence. Every name
-# starts with `reference_count_` (helper-reference.R holds the original
-# model's reference).
+# A slow, plain-R reference implementation of the count model ("nb", as the
+# model vignette writes it): the table with its exposure (§4, §10), the curve
+# transforms (§11.2), the random-effect warps (§7.2), the rate floor and the
+# negative-binomial likelihood with exposure (§9.2) and the inner objective J
+# (§13.2, without the priors of §11.3). It is the test oracle for the Rust
+# implementation, so it uses no package code, loops where a loop reads more
+# plainly, and follows the vignette's formulas. Every name starts with
+# `reference_count_` (helper-reference.R holds the original model's
+# reference).
 
 reference_count_slope_max <- 8      # S_MAX, per bin
 reference_count_tau <- 1e-3         # softness of the rate floor
@@ -31,7 +32,7 @@ reference_count_normalised <- function(k, d, p, bins) {
 }
 
 # ---------------------------------------------------------------------------
-# §1 Data -> table
+# Data -> table (model vignette §4, §10)
 # ---------------------------------------------------------------------------
 
 # Rows = observed cell keys (ran, context, fixed-effect levels, bin) x species;
@@ -74,7 +75,7 @@ reference_count_table <- function(tokens, fixed_effects = character(),
 }
 
 # ---------------------------------------------------------------------------
-# §2 Curves: values and unconstrained coordinates
+# Curves: values and unconstrained coordinates (model vignette §5, §11.2)
 # ---------------------------------------------------------------------------
 
 # theta = c(theta_R[1..d+1], theta_s[1..d], theta_p[1..d]) -> list(R, s, p).
@@ -134,7 +135,7 @@ reference_count_psi <- function(x, curve) {
 }
 
 # ---------------------------------------------------------------------------
-# §3 Random effects: the animal's curve
+# Random effects: the animal's curve (model vignette §7.2)
 # ---------------------------------------------------------------------------
 
 # u = c(point =, rate =, slope =).
@@ -160,7 +161,7 @@ reference_count_warp <- function(curve, u, bins) {
 }
 
 # ---------------------------------------------------------------------------
-# §4 Likelihood
+# Likelihood (model vignette §9.2)
 # ---------------------------------------------------------------------------
 
 # log(1 + exp(v)) without overflow.
@@ -197,7 +198,7 @@ reference_count_nb_logpmf <- function(y, rate, exposure, phi) {
 }
 
 # ---------------------------------------------------------------------------
-# §5 The inner objective
+# The inner objective (model vignette §13.2, without the priors)
 # ---------------------------------------------------------------------------
 
 # The population curve of (context, species, treatment) from the long table

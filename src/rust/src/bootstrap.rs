@@ -1,4 +1,4 @@
-//! The bootstrap (spec section 5): the plan a fit keeps, one replicate
+//! The bootstrap (model vignette §14): the plan a fit keeps, one replicate
 //! (resample tokens within cells, recompute the "none" rows, dispersion and
 //! initial values with the structure kept fixed, and fit), and a batch of
 //! replicates on the fork engine. The fork engine, mclapply, the serial loop
@@ -29,7 +29,7 @@ pub(crate) enum Plan {
     Count(CountPlan),
 }
 
-/// How a replicate redraws the data (model vignette, "The bootstrap").
+/// How a replicate redraws the data (model vignette §14).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Resampling {
     /// Tokens within each (animal, context, gene, treatment, bin) cell.

@@ -1,4 +1,4 @@
-//! The whole count-model fit (model vignette, "Fitting the count model"):
+//! The whole count-model fit (model vignette §13.2):
 //! per species, damped Newton for the curves, dispersions and random
 //! effects at fixed variances, alternated with Laplace-EM updates of the
 //! variances σ² ← (Σ_r û_r² + Σ_r [H⁻¹]_rr) / R until they settle; then the

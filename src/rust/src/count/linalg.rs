@@ -1,5 +1,5 @@
 //! Linear algebra for a bordered block-diagonal symmetric matrix (model
-//! vignette, "Fitting the count model"): the Hessian of one species'
+//! vignette §13.2): the Hessian of one species'
 //! objective is block-diagonal over its curves, bordered by the parameters
 //! that every curve touches (dispersions and the animals' random effects).
 //!

@@ -1,5 +1,5 @@
-//! One species' objective under the count likelihood (model vignette,
-//! "Fitting the count model"): J = −Σ ℓ + Σ u²/(2σ²) over the species'
+//! One species' objective under the count likelihood (model vignette
+//! §13.2): J = −Σ ℓ + Σ u²/(2σ²) over the species'
 //! curves (θ), dispersions (ρ = ln φ) and random effects (u), with its
 //! gradient and exact Hessian in bordered block-diagonal form.
 //!
@@ -268,7 +268,7 @@ pub(crate) struct SpeciesProblem<'m> {
     effect_prior: Option<(f64, Vec<f64>)>,
 }
 
-/// The weak priors of a count fit (model vignette, "Priors"); an SD of 0
+/// The weak priors of a count fit (model vignette §11.3); an SD of 0
 /// leaves that prior out.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Priors {
@@ -385,7 +385,7 @@ impl<'m> SpeciesProblem<'m> {
         problem
     }
 
-    /// Adds the curves' weak priors (model vignette, "Priors").
+    /// Adds the curves' weak priors (model vignette §11.3).
     ///
     /// The slope prior keeps weakly identified slopes (a small rate change,
     /// few counts) from running to S_MAX. The step prior pins a ridge: two
