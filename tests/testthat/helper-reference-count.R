@@ -112,13 +112,14 @@ reference_count_theta_from_curve <- function(curve, bins) {
   theta
 }
 
-# "On a bound": a slope above 0.99 S_MAX, or a gap q_k - q_{k-1} (q_0 = 0) or
-# 1 - q_d below 1e-3.
+# "On a bound" (model vignette §11.2): a slope above 0.99 S_MAX, or two
+# consecutive points (the axis ends 0.5 and B + 0.5 included) closer than the
+# gap g plus 1e-3 B bins.
 reference_count_on_bound <- function(curve, bins) {
-  d <- length(curve$s)
-  q <- vapply(seq_len(d), function(k) reference_count_normalised(k, d, curve$p[k], bins), 0)
-  gaps <- diff(c(0, q, 1))
-  any(curve$s > 0.99 * reference_count_slope_max) || any(gaps < 1e-3)
+  edges <- reference_count_edges(bins)
+  gaps <- diff(c(edges[["lower"]], curve$p, edges[["upper"]]))
+  any(curve$s > 0.99 * reference_count_slope_max) ||
+    any(gaps < reference_count_gap(bins) + 1e-3 * bins)
 }
 
 # Psi(x) = R_1 + sum_k (R_{k+1} - R_k) sigma(s_k (x - p_k)).

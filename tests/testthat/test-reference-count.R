@@ -66,13 +66,19 @@ test_that("any theta gives slopes in (0, 8) and ordered points inside (L, U)", {
   }
 })
 
-test_that("a value on a bound is a slope above 0.99 S_MAX or a gap below 1e-3", {
+test_that("a value on a bound is a slope above 0.99 S_MAX or points within 1e-3 B of the gap", {
   inside <- list(R = c(1, 2), s = 2, p = 5)
   expect_false(reference_count_on_bound(inside, bins = 10))
   expect_true(reference_count_on_bound(list(R = c(1, 2), s = 7.95, p = 5), bins = 10))
   expect_true(reference_count_on_bound(list(R = c(1, 2), s = 2, p = 0.5 + 0.005), bins = 10))
   expect_true(reference_count_on_bound(list(R = c(1, 2, 3), s = c(1, 1), p = c(5, 5.001)),
                                        bins = 10))
+  # B = 10: gap g = 1 bin, slack 1e-3 * 10 = 0.01 bins.
+  expect_true(reference_count_on_bound(list(R = c(1, 2, 3), s = c(1, 1), p = c(5, 6.005)),
+                                       bins = 10))
+  expect_false(reference_count_on_bound(list(R = c(1, 2, 3), s = c(1, 1), p = c(5, 6.02)),
+                                        bins = 10))
+  expect_true(reference_count_on_bound(list(R = c(1, 2), s = 2, p = 10.5 - 1.005), bins = 10))
 })
 
 test_that("Psi matches hand values", {
