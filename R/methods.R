@@ -441,12 +441,23 @@ confint.wisp_bootstrap <- function(object, parm, level = 0.95, ...) {
 #' their signs are reversed.
 #'
 #' @param object A `"wisp"` object from [wisp()].
+#' `residuals(type = "quantile")` (count likelihood only) gives randomized
+#' quantile residuals (Dunn and Smyth 1996): for an observed count y with
+#' fitted negative-binomial distribution F (mean `pred`, size `exposure /
+#' dispersion`), `qnorm(u)` with u drawn uniformly between F(y - 1) and
+#' F(y). They are standard normal when the model is right, whatever the
+#' counts' sizes, so a QQ plot or a test against the normal shows a misfit
+#' (a missing transition, ignored overdispersion). The draws use R's random
+#' number generator: call [set.seed()] first to repeat them.
+#'
 #' @param type For `fitted()`: `"response"` (expected counts, `pred`) or
 #'   `"link"` (log scale, `pred.log` = log(rate + 1)). For `residuals()`:
-#'   `"response"` (`count - pred`) or `"log"` (`count.log - pred.log`).
+#'   `"response"` (`count - pred`), `"log"` (`count.log - pred.log`) or
+#'   `"quantile"` (randomized quantile residuals, count likelihood only).
 #' @param ... Unused.
 #' @return A numeric vector; residuals are `NA` where the summed cell is
-#'   empty (no observed count).
+#'   empty (no observed count) and, for the quantile residuals, on the
+#'   population rows.
 #' @export
 #' @examples
 #' counts <- wisp_simulate(n.genes = 2, n.bins = 40)
@@ -461,10 +472,45 @@ fitted.wisp <- function(object, type = c("response", "link"), ...) {
 
 #' @rdname fitted.wisp
 #' @export
-residuals.wisp <- function(object, type = c("response", "log"), ...) {
-  type <- match_choice(type, "type", c("response", "log"))
+residuals.wisp <- function(object, type = c("response", "log", "quantile"), ...) {
+  type <- match_choice(type, "type", c("response", "log", "quantile"))
   d <- object$count.data.summed
-  if (type == "response") d$count - d$pred else d$count.log - d$pred.log
+  switch(type,
+    response = d$count - d$pred,
+    log = d$count.log - d$pred.log,
+    quantile = quantile_residuals(object)
+  )
+}
+
+# Randomized quantile residuals of a count fit (see ?residuals.wisp).
+quantile_residuals <- function(fit, call = sys.call(-1)) {
+  if (fit_likelihood(fit) != "nb") {
+    stop_input("quantile residuals need the count likelihood (likelihood = \"nb\"): the ",
+               "original's objective is not a distribution of the counts.", call = call)
+  }
+  d <- fit$count.data.summed
+  observed <- which(!is.na(d$count) & d$ran != "none")
+  dispersion <- fit$gamma.dispersion
+  phi <- dispersion[cbind(match(d$species[observed], rownames(dispersion)),
+                          match(d$context[observed], colnames(dispersion)))]
+  y <- d$count[observed]
+  mu <- d$pred[observed]
+  size <- d$exposure[observed] / phi
+  poisson <- !is.finite(size) | phi <= 0
+  cdf <- function(q) {
+    out <- numeric(length(q))
+    out[poisson] <- stats::ppois(q[poisson], mu[poisson])
+    out[!poisson] <- stats::pnbinom(q[!poisson], size = size[!poisson], mu = mu[!poisson])
+    out
+  }
+  lower <- ifelse(y > 0, cdf(y - 1), 0)
+  upper <- cdf(y)
+  u <- stats::runif(length(y), lower, upper)
+  # Keep qnorm finite where the fitted distribution puts (almost) no mass.
+  u <- pmin(pmax(u, .Machine$double.eps), 1 - .Machine$double.eps)
+  out <- rep(NA_real_, nrow(d))
+  out[observed] <- stats::qnorm(u)
+  out
 }
 
 #' Predictions of a wisp fit
