@@ -729,6 +729,37 @@ mod tests {
     }
 
     #[test]
+    fn the_animals_mean_rate_and_slope_warps_are_zero_at_the_optimum() {
+        // The likelihood and the priors (which see the curves at the
+        // animals' mean warps) are unchanged when the population rates are
+        // scaled by e^c and every rate warp shifted by -c, or the slope
+        // logits shifted by c and the slope warps by -c; the random effects'
+        // prior alone is lowest at a mean warp of 0. Many contexts make many
+        // steps, whose prior pulled the population rates down (and the rate
+        // warps and their SD up) before the priors saw the mean warps.
+        let spec = Simulation {
+            bins: 40,
+            contexts: 8,
+            species: 1,
+            animals: 5,
+            levels: 3,
+            degrees: vec![2; 8],
+            cells_per_key: 4,
+            ..Simulation::default()
+        };
+        let (model, _) = simulate(&spec, 5);
+        let fit = fit_species(&model, 0, None, None, &CountFitSettings::default()).unwrap();
+        assert!(fit.converged, "{fit:?}");
+        let animals = fit.state.u.len() as f64;
+        for w in [super::super::curve::U_RATE, super::super::curve::U_SLOPE] {
+            let mean = fit.state.u.iter().map(|u| u[w]).sum::<f64>() / animals;
+            assert!(mean.abs() < 1e-5, "warp {w}: mean {mean}, {fit:?}");
+        }
+        let rate_sd = fit.sigma[super::super::curve::U_RATE];
+        assert!(rate_sd < 3.0 * spec.sigma[1], "rate SD {rate_sd}");
+    }
+
+    #[test]
     fn a_single_bin_fits_curves_without_transitions() {
         let spec = Simulation {
             bins: 1,

@@ -10,7 +10,7 @@
 //! different contexts touch each other only through the random effects of
 //! the animals, which with the dispersions form the Hessian's border.
 
-use super::curve::{curve_len, local_len, Axis, BinDerivatives, WarpedCurve};
+use super::curve::{curve_len, local_len, Axis, BinDerivatives, WarpedCurve, U_RATE, U_SLOPE};
 use super::family::{row_term, row_value};
 use super::linalg::BorderedMatrix;
 use super::CountModel;
@@ -425,43 +425,174 @@ impl<'m> SpeciesProblem<'m> {
 
     /// The priors' contribution to J at `state` (0 without priors).
     pub fn prior_penalty(&self, state: &SpeciesState) -> f64 {
-        let centre = slope_prior_centre();
-        let layout = &self.layout;
-        let mut total = 0.0;
-        for (curve, offset) in layout.curve_offsets.iter().enumerate() {
-            if offset.is_none() {
-                continue;
-            }
-            let degree = layout.degrees[curve / layout.treatments];
-            let theta = &state.theta[curve];
-            for k in 0..degree {
-                if let Some(sd) = self.slope_prior_sd {
-                    let z = (theta[degree + 1 + k] - centre) / sd;
-                    total += 0.5 * z * z;
-                }
-                if let Some(sd) = self.step_prior_sd {
-                    let z = (theta[k + 1] - theta[k]) / sd;
-                    total += 0.5 * z * z;
-                }
-            }
-        }
-        total + self.effect_penalty(state, None)
+        self.curve_priors(state, None)
     }
 
-    /// The effect prior's term of J, adding its gradient and Hessian when
-    /// asked (0 without the prior).
-    fn effect_penalty(
+    /// The curves' priors (slopes, steps, effects), adding their gradient
+    /// and Hessian when asked.
+    ///
+    /// The priors see each curve as the animals' average warp makes it: the
+    /// rate priors the rates times e^ū (ū the mean of the animals' rate
+    /// warps), the slope prior the slopes' logits plus the mean slope warp.
+    /// The likelihood cannot tell a population curve from the same curve
+    /// rescaled with every animal's warp shifted back; a prior on the
+    /// population curve alone would choose the rescaling that shrinks its
+    /// steps, and the animals' warps and their standard deviation would
+    /// run off to absorb it (model vignette §11.3). Seen this way the priors
+    /// are unchanged by that move, the random effects' prior alone places
+    /// the population curve (at ū = 0), and the value at the optimum is the
+    /// plain prior's.
+    fn curve_priors(
         &self,
         state: &SpeciesState,
         mut derivatives: Option<(&mut [f64], &mut BorderedMatrix)>,
     ) -> f64 {
+        let layout = &self.layout;
+        let animals = layout.animals;
+        let mean_warp = |w: usize| {
+            if animals == 0 {
+                0.0
+            } else {
+                state.u.iter().map(|u| u[w]).sum::<f64>() / animals as f64
+            }
+        };
+        let rate_scale = (2.0 * mean_warp(U_RATE)).exp();
+        let slope_shift = mean_warp(U_SLOPE);
+        let border_start = layout.border_start();
+        let border = layout.border;
+        // The rate priors' value and gradient before scaling: the random
+        // effects' derivatives are built from them.
+        let mut rate_value = 0.0;
+        let mut rate_gradient = derivatives.as_ref().map(|_| vec![0.0; layout.len]);
+        let mut total = 0.0;
+        // Σ over slopes of the slope prior's derivative and curvature in ū.
+        let (mut slope_first, mut slope_second) = (0.0, 0.0);
+
+        if let Some(sd) = self.slope_prior_sd {
+            let centre = slope_prior_centre();
+            let precision = 1.0 / (sd * sd);
+            for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+                let Some(offset) = *offset else { continue };
+                let degree = layout.degrees[curve / layout.treatments];
+                for k in 0..degree {
+                    let i = degree + 1 + k;
+                    let deviation = state.theta[curve][i] + slope_shift - centre;
+                    total += 0.5 * precision * deviation * deviation;
+                    slope_first += precision * deviation;
+                    slope_second += precision;
+                    if let Some((gradient, hessian)) = derivatives.as_mut() {
+                        gradient[offset + i] += precision * deviation;
+                        let (block, start) = curve_block(layout, curve);
+                        let size = layout.block_sizes[block];
+                        hessian.blocks[block][(start + i) * size + start + i] += precision;
+                        for u in &layout.u_index {
+                            if let Some(ub) = u[U_SLOPE] {
+                                hessian.couplings[block]
+                                    [(start + i) * border + ub - border_start] +=
+                                    precision / animals as f64;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(sd) = self.step_prior_sd {
+            let precision = 1.0 / (sd * sd);
+            for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+                let Some(offset) = *offset else { continue };
+                let degree = layout.degrees[curve / layout.treatments];
+                for k in 0..degree {
+                    let step = state.theta[curve][k + 1] - state.theta[curve][k];
+                    rate_value += 0.5 * precision * step * step;
+                    if let (Some((_, hessian)), Some(raw)) =
+                        (derivatives.as_mut(), rate_gradient.as_mut())
+                    {
+                        raw[offset + k + 1] += precision * step;
+                        raw[offset + k] -= precision * step;
+                        let (block, start) = curve_block(layout, curve);
+                        let size = layout.block_sizes[block];
+                        let (a, b) = (start + k, start + k + 1);
+                        let curvature = rate_scale * precision;
+                        let matrix = &mut hessian.blocks[block];
+                        matrix[b * size + b] += curvature;
+                        matrix[a * size + a] += curvature;
+                        matrix[a * size + b] -= curvature;
+                        matrix[b * size + a] -= curvature;
+                    }
+                }
+            }
+        }
+        let (effect_rates, effect_others) = self.effect_penalty(
+            state,
+            rate_scale,
+            derivatives.as_mut().map(|(g, h)| (&mut **g, &mut **h)),
+            rate_gradient.as_deref_mut(),
+        );
+        rate_value += effect_rates;
+        total += effect_others + rate_scale * rate_value;
+
+        let Some((gradient, hessian)) = derivatives.as_mut() else {
+            return total;
+        };
+        let n = animals as f64;
+        let rate_border: Vec<usize> = layout
+            .u_index
+            .iter()
+            .filter_map(|u| u[U_RATE].map(|i| i - border_start))
+            .collect();
+        let slope_border: Vec<usize> = layout
+            .u_index
+            .iter()
+            .filter_map(|u| u[U_SLOPE].map(|i| i - border_start))
+            .collect();
+        if let Some(raw) = &rate_gradient {
+            for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+                let Some(offset) = *offset else { continue };
+                let degree = layout.degrees[curve / layout.treatments];
+                let (block, start) = curve_block(layout, curve);
+                for i in 0..=degree {
+                    let g = raw[offset + i];
+                    gradient[offset + i] += rate_scale * g;
+                    for &ub in &rate_border {
+                        hessian.couplings[block][(start + i) * border + ub] +=
+                            2.0 * rate_scale * g / n;
+                    }
+                }
+            }
+        }
+        for &ub in &rate_border {
+            gradient[border_start + ub] += 2.0 * rate_scale * rate_value / n;
+            for &ub2 in &rate_border {
+                hessian.border_block[ub * border + ub2] += 4.0 * rate_scale * rate_value / (n * n);
+            }
+        }
+        for &ub in &slope_border {
+            gradient[border_start + ub] += slope_first / n;
+            for &ub2 in &slope_border {
+                hessian.border_block[ub * border + ub2] += slope_second / (n * n);
+            }
+        }
+        total
+    }
+
+    /// The effect prior's terms of J, split into the rate coordinates'
+    /// (before scaling by `rate_scale`; their gradient goes, unscaled, to
+    /// `rate_gradient`) and the others' (gradient into `derivatives`); the
+    /// Hessian of both goes into `derivatives`, the rates' scaled.
+    fn effect_penalty(
+        &self,
+        state: &SpeciesState,
+        rate_scale: f64,
+        mut derivatives: Option<(&mut [f64], &mut BorderedMatrix)>,
+        mut rate_gradient: Option<&mut [f64]>,
+    ) -> (f64, f64) {
         let Some((sd, effects)) = &self.effect_prior else {
-            return 0.0;
+            return (0.0, 0.0);
         };
         let precision = 1.0 / (sd * sd);
         let layout = &self.layout;
         let treatments = layout.treatments;
-        let mut total = 0.0;
+        let (mut rates, mut others) = (0.0, 0.0);
         let mut values = vec![0.0; treatments];
         let mut pulled = vec![0.0; treatments];
         for c in 0..layout.contexts {
@@ -472,7 +603,9 @@ impl<'m> SpeciesProblem<'m> {
             {
                 continue;
             }
-            for i in 0..curve_len(layout.degrees[c]) {
+            let degree = layout.degrees[c];
+            for i in 0..curve_len(degree) {
+                let is_rate = i <= degree;
                 for t in 0..treatments {
                     values[t] = state.theta[c * treatments + t][i];
                 }
@@ -481,16 +614,32 @@ impl<'m> SpeciesProblem<'m> {
                         .map(|b| effects[a * treatments + b] * values[b])
                         .sum();
                 }
-                total +=
+                let term =
                     0.5 * precision * values.iter().zip(&pulled).map(|(v, p)| v * p).sum::<f64>();
+                if is_rate {
+                    rates += term;
+                } else {
+                    others += term;
+                }
                 let Some((gradient, hessian)) = derivatives.as_mut() else {
                     continue;
+                };
+                let curvature = if is_rate {
+                    rate_scale * precision
+                } else {
+                    precision
                 };
                 for a in 0..treatments {
                     let Some(offset) = layout.curve_offsets[c * treatments + a] else {
                         continue;
                     };
-                    gradient[offset + i] += precision * pulled[a];
+                    if is_rate {
+                        if let Some(raw) = rate_gradient.as_mut() {
+                            raw[offset + i] += precision * pulled[a];
+                        }
+                    } else {
+                        gradient[offset + i] += precision * pulled[a];
+                    }
                     let (block, start_a) = curve_block(layout, c * treatments + a);
                     let size = layout.block_sizes[block];
                     for b in 0..treatments {
@@ -499,12 +648,12 @@ impl<'m> SpeciesProblem<'m> {
                         }
                         let (_, start_b) = curve_block(layout, c * treatments + b);
                         hessian.blocks[block][(start_a + i) * size + start_b + i] +=
-                            precision * effects[a * treatments + b];
+                            curvature * effects[a * treatments + b];
                     }
                 }
             }
         }
-        total
+        (rates, others)
     }
 
     pub fn model(&self) -> &'m CountModel {
@@ -650,51 +799,7 @@ impl<'m> SpeciesProblem<'m> {
                 }
             }
         }
-        // The slopes' prior.
-        if let Some(sd) = self.slope_prior_sd {
-            let centre = slope_prior_centre();
-            let precision = 1.0 / (sd * sd);
-            for (curve, offset) in layout.curve_offsets.iter().enumerate() {
-                let Some(offset) = *offset else { continue };
-                let degree = layout.degrees[curve / layout.treatments];
-                for k in 0..degree {
-                    let i = degree + 1 + k;
-                    let deviation = state.theta[curve][i] - centre;
-                    total += 0.5 * precision * deviation * deviation;
-                    if let Some((gradient, hessian)) = derivatives.as_mut() {
-                        gradient[offset + i] += precision * deviation;
-                        let (block, start) = curve_block(layout, curve);
-                        let size = layout.block_sizes[block];
-                        hessian.blocks[block][(start + i) * size + start + i] += precision;
-                    }
-                }
-            }
-        }
-        // The steps' prior.
-        if let Some(sd) = self.step_prior_sd {
-            let precision = 1.0 / (sd * sd);
-            for (curve, offset) in layout.curve_offsets.iter().enumerate() {
-                let Some(offset) = *offset else { continue };
-                let degree = layout.degrees[curve / layout.treatments];
-                for k in 0..degree {
-                    let step = state.theta[curve][k + 1] - state.theta[curve][k];
-                    total += 0.5 * precision * step * step;
-                    if let Some((gradient, hessian)) = derivatives.as_mut() {
-                        gradient[offset + k + 1] += precision * step;
-                        gradient[offset + k] -= precision * step;
-                        let (block, start) = curve_block(layout, curve);
-                        let size = layout.block_sizes[block];
-                        let (a, b) = (start + k, start + k + 1);
-                        let matrix = &mut hessian.blocks[block];
-                        matrix[b * size + b] += precision;
-                        matrix[a * size + a] += precision;
-                        matrix[a * size + b] -= precision;
-                        matrix[b * size + a] -= precision;
-                    }
-                }
-            }
-        }
-        total += self.effect_penalty(
+        total += self.curve_priors(
             state,
             derivatives.as_mut().map(|(g, h)| (&mut **g, &mut **h)),
         );
@@ -939,12 +1044,20 @@ mod tests {
         let sigma = [0.3, 0.2, 0.4];
         let mut expected = 0.0;
         let centre = (1.0f64 / 7.0).ln();
+        // The priors see the curves at the animals' mean warps: rates times
+        // e^(mean rate warp), slope logits plus the mean slope warp.
+        let animals = state.u.len() as f64;
+        let rate_factor = (state.u.iter().map(|u| u[1]).sum::<f64>() / animals).exp();
+        let slope_shift = state.u.iter().map(|u| u[2]).sum::<f64>() / animals;
+        assert!((rate_factor - 1.0).abs() > 1e-3 && slope_shift.abs() > 1e-3);
         for (curve, theta) in state.theta.iter().enumerate() {
             let degree = plain.layout.degrees[curve / plain.layout.treatments];
             assert_eq!(theta.len(), 3 * degree + 1);
             for k in 0..degree {
-                expected += (theta[degree + 1 + k] - centre).powi(2) / (2.0 * slope_sd * slope_sd);
-                expected += (theta[k + 1] - theta[k]).powi(2) / (2.0 * step_sd * step_sd);
+                expected += (theta[degree + 1 + k] + slope_shift - centre).powi(2)
+                    / (2.0 * slope_sd * slope_sd);
+                expected +=
+                    (rate_factor * (theta[k + 1] - theta[k])).powi(2) / (2.0 * step_sd * step_sd);
             }
         }
         // The effects: β = W⁻¹ v of every unknown across the treatments,
@@ -955,8 +1068,13 @@ mod tests {
         let weights = model.design().weights();
         for c in 0..layout.contexts {
             for i in 0..3 * layout.degrees[c] + 1 {
+                let factor = if i <= layout.degrees[c] {
+                    rate_factor
+                } else {
+                    1.0
+                };
                 let values: Vec<f64> = (0..treatments)
-                    .map(|t| state.theta[c * treatments + t][i])
+                    .map(|t| factor * state.theta[c * treatments + t][i])
                     .collect();
                 let beta = solve_by_hand(weights, &values);
                 for b in &beta[1..] {
