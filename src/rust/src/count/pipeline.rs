@@ -183,24 +183,47 @@ pub(crate) fn structure_of(
 /// Fits every species of a model with a known structure, species in
 /// parallel on the fork engine when `options` allows more than one worker
 /// (one after another in this process otherwise: the results are the same).
+/// `progress(done, total)` is told the number of species before the first
+/// fit (done = 0) and after each fit ends; `interrupted` is polled between
+/// species in this process (and by the engine otherwise).
 pub(crate) fn fit_species_on(
     model: &CountModel,
     detected: &DetectedStructure,
     settings: &CountFitSettings,
     options: &PoolOptions,
-    interrupted: impl FnMut() -> bool,
+    mut interrupted: impl FnMut() -> bool,
+    mut progress: impl FnMut(usize, usize),
 ) -> Result<CountEstimate, Error> {
     let species = model.table().shape().species;
+    progress(0, species);
     if options.workers <= 1 || species <= 1 {
-        return fit_all(model, Some(detected), None, settings).map_err(Error::input);
+        let mut fits = Vec::with_capacity(species);
+        for s in 0..species {
+            if interrupted() {
+                return Err(Error::interrupted("interrupted"));
+            }
+            #[cfg(feature = "test-hooks")]
+            crate::faults::delay_armed(s + 1);
+            fits.push(fit_one(model, s, Some(detected), None, settings).map_err(Error::input)?);
+            progress(s + 1, species);
+        }
+        return Ok(CountEstimate { species: fits });
     }
     let tasks: Vec<usize> = (1..=species).collect();
+    let mut done = 0;
     let batch = engine::run_tasks(
         &tasks,
         options,
-        |context| fit_one(model, context.task - 1, Some(detected), None, settings),
+        |context| {
+            #[cfg(feature = "test-hooks")]
+            crate::faults::delay_armed(context.task);
+            fit_one(model, context.task - 1, Some(detected), None, settings)
+        },
         interrupted,
-        |_| {},
+        |_| {
+            done += 1;
+            progress(done, species);
+        },
     )?;
     if batch.interrupted {
         return Err(Error::interrupted(
@@ -229,12 +252,13 @@ pub(crate) fn fit_count(
     settings: &CountFitSettings,
     options: &PoolOptions,
     interrupted: impl FnMut() -> bool,
+    progress: impl FnMut(usize, usize),
 ) -> Result<(CountPlan, Outcome), Error> {
     let started = std::time::Instant::now();
     let model = base
         .with_structure(detected.structure.clone())
         .map_err(Error::input)?;
-    let estimate = fit_species_on(&model, &detected, settings, options, interrupted)?;
+    let estimate = fit_species_on(&model, &detected, settings, options, interrupted, progress)?;
     let summary = summarise(&model, &estimate).map_err(Error::input)?;
     let seconds = started.elapsed().as_secs_f64();
     let memory = crate::engine::procmem::snapshot_self();
@@ -261,13 +285,17 @@ pub(crate) fn fit_count(
 /// The LRO grid search under the count likelihood: each distinct structure
 /// the grid's detection settings give is fitted once (in a forked child);
 /// AIC and BIC count the estimated parameters (β the data inform, standard
-/// deviations, dispersions).
+/// deviations, dispersions). `progress(done, total)` is told the number of
+/// distinct structures before the first fit (done = 0) and after each fit
+/// ends; `interrupted` is polled between fits in this process (and by the
+/// engine otherwise).
 pub(crate) fn grid_search(
     base: &CountModel,
     template: &DetectionSettings,
     settings: &CountFitSettings,
     options: &PoolOptions,
-    interrupted: impl FnMut() -> bool,
+    mut interrupted: impl FnMut() -> bool,
+    mut progress: impl FnMut(usize, usize),
 ) -> Result<Vec<GridPoint>, Error> {
     let grid = lro_grid();
     let (distinct, index_of_point) =
@@ -284,20 +312,37 @@ pub(crate) fn grid_search(
             parameters,
         ))
     };
+    let total = distinct.len();
+    progress(0, total);
     // One worker: fit here rather than pay a fork per structure.
     let fits: Vec<Result<(FitSummary, usize), String>> = if options.workers <= 1 {
-        distinct
-            .iter()
-            .map(|d| fit_structure(d).map_err(|reason| format!("failed: {reason}")))
-            .collect()
+        let mut fits = Vec::with_capacity(total);
+        for (i, d) in distinct.iter().enumerate() {
+            if interrupted() {
+                return Err(Error::interrupted("interrupted"));
+            }
+            #[cfg(feature = "test-hooks")]
+            crate::faults::delay_armed(i + 1);
+            fits.push(fit_structure(d).map_err(|reason| format!("failed: {reason}")));
+            progress(i + 1, total);
+        }
+        fits
     } else {
-        let tasks: Vec<usize> = (1..=distinct.len()).collect();
+        let tasks: Vec<usize> = (1..=total).collect();
+        let mut done = 0;
         let batch = engine::run_tasks(
             &tasks,
             options,
-            |context| fit_structure(&distinct[context.task - 1]),
+            |context| {
+                #[cfg(feature = "test-hooks")]
+                crate::faults::delay_armed(context.task);
+                fit_structure(&distinct[context.task - 1])
+            },
             interrupted,
-            |_| {},
+            |_| {
+                done += 1;
+                progress(done, total);
+            },
         )?;
         if batch.interrupted {
             return Err(Error::interrupted(
