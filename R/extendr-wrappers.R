@@ -32,6 +32,13 @@ model_describe_rust <- function(bytes) rust_result(.Call(wrap__model_describe_ru
 #' @noRd
 model_predict_rust <- function(bytes, x) rust_result(.Call(wrap__model_predict_rust, bytes, x))
 
+#' Ψ at curve points (fractional bins allowed) for each parameter vector of
+#' `samples` (one after another), sample-major. `block` indexes the model's
+#' random levels as `model_describe_rust()` lists them (population included).
+#' @keywords internal
+#' @noRd
+model_curves_rust <- function(bytes, samples, block, context, species, treatment, x) rust_result(.Call(wrap__model_curves_rust, bytes, samples, block, context, species, treatment, x))
+
 #' Whether `x` is feasible: every boundary distance positive and every
 #' predicted log rate finite and at least -0.01.
 #' @keywords internal
@@ -111,6 +118,19 @@ count_describe_rust <- function(plan) rust_result(.Call(wrap__count_describe_rus
 #' @keywords internal
 #' @noRd
 count_predict_rust <- function(plan, parameters) rust_result(.Call(wrap__count_predict_rust, plan, parameters))
+
+#' Ψ at curve points (fractional bins allowed) for each reported vector of
+#' `samples` (one after another), sample-major. `ran` holds 0-based animal
+#' indices, -1 for the population curve.
+#' @keywords internal
+#' @noRd
+count_curves_rust <- function(plan, samples, ran, context, species, treatment, x) rust_result(.Call(wrap__count_curves_rust, plan, samples, ran, context, species, treatment, x))
+
+#' Ψ of population curves at points and its gradient in the reported
+#' vector (point-major, one full row per point), for the delta method.
+#' @keywords internal
+#' @noRd
+count_curve_gradients_rust <- function(plan, parameters, context, species, treatment, x) rust_result(.Call(wrap__count_curve_gradients_rust, plan, parameters, context, species, treatment, x))
 
 count_bands_rust <- function(plan, samples, probabilities) rust_result(.Call(wrap__count_bands_rust, plan, samples, probabilities))
 

@@ -576,6 +576,89 @@ fn count_predict_rust(plan: Raw, parameters: Vec<f64>) -> RResult<List> {
     ))
 }
 
+/// Curve points from R columns (0-based indices; `ran` -1 for the population
+/// curve).
+fn curve_points(
+    ran: Vec<i32>,
+    context: Vec<i32>,
+    species: Vec<i32>,
+    treatment: Vec<i32>,
+    x: Vec<f64>,
+) -> RResult<Vec<pipeline::CurvePoint>> {
+    let n = x.len();
+    if [ran.len(), context.len(), species.len(), treatment.len()]
+        .iter()
+        .any(|&len| len != n)
+    {
+        return Err(Error::input(
+            "the columns of the curve points differ in length",
+        ));
+    }
+    let ran = ran
+        .into_iter()
+        .map(|r| match r {
+            -1 => Ok(None),
+            r => usize::try_from(r)
+                .map(Some)
+                .map_err(|_| Error::input("`ran` must hold indices >= 0, or -1")),
+        })
+        .collect::<RResult<Vec<_>>>()?;
+    let (context, species, treatment) = (
+        index_column(context, "context")?,
+        index_column(species, "species")?,
+        index_column(treatment, "treatment")?,
+    );
+    Ok((0..n)
+        .map(|i| pipeline::CurvePoint {
+            ran: ran[i],
+            context: context[i],
+            species: species[i],
+            treatment: treatment[i],
+            x: x[i],
+        })
+        .collect())
+}
+
+/// Ψ at curve points (fractional bins allowed) for each reported vector of
+/// `samples` (one after another), sample-major. `ran` holds 0-based animal
+/// indices, -1 for the population curve.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn count_curves_rust(
+    plan: Raw,
+    samples: Vec<f64>,
+    ran: Vec<i32>,
+    context: Vec<i32>,
+    species: Vec<i32>,
+    treatment: Vec<i32>,
+    x: Vec<f64>,
+) -> RResult<Vec<f64>> {
+    let plan = count_plan(&plan)?;
+    let points = curve_points(ran, context, species, treatment, x)?;
+    pipeline::curves_at(&plan.model, &samples, &points).map_err(Error::input)
+}
+
+/// Ψ of population curves at points and its gradient in the reported
+/// vector (point-major, one full row per point), for the delta method.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn count_curve_gradients_rust(
+    plan: Raw,
+    parameters: Vec<f64>,
+    context: Vec<i32>,
+    species: Vec<i32>,
+    treatment: Vec<i32>,
+    x: Vec<f64>,
+) -> RResult<List> {
+    let plan = count_plan(&plan)?;
+    let points = curve_points(vec![-1; x.len()], context, species, treatment, x)?;
+    let (values, gradients) =
+        pipeline::population_gradients(&plan.model, &parameters, &points).map_err(Error::input)?;
+    Ok(list!(psi = values, gradient = gradients))
+}
+
 /// The entries of a per-key vector (species-major) at observed keys.
 fn observed_only(plan: &CountPlan, per_key: &[f64]) -> Vec<f64> {
     let table = plan.model.table();
@@ -721,6 +804,8 @@ extendr_module! {
     fn count_fit_rust;
     fn count_describe_rust;
     fn count_predict_rust;
+    fn count_curves_rust;
+    fn count_curve_gradients_rust;
     fn count_bands_rust;
     fn count_vcov_rust;
     fn count_objective_rust;
