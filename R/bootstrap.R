@@ -1,13 +1,38 @@
 #' Bootstrap a wisp fit
 #'
-#' Refits the model to `bootstraps.num` resamples of the data. In each
-#' replicate, the tokens of every cell (random level x context x gene x
-#' treatment x bin) are redrawn with replacement from that cell's own tokens;
-#' the population ("none") rows, the dispersion and the starting values are
-#' recomputed with the fitted structure (degrees and change points) kept,
-#' and the model is fitted again. A replicate's result depends only on
-#' `seed` and its number, so every backend, worker count, `tasks.per.child`
-#' and schedule gives bitwise-identical estimates.
+#' Refits the model to `bootstraps.num` resamples of the data, with the
+#' fitted structure (degrees and change points) kept. How a replicate
+#' redraws the data is `resample` (the model vignette, "The bootstrap",
+#' defines the schemes):
+#' * `"animals"` (the default for the count likelihood): the animals (random
+#'   levels) with replacement within their groups, the animals that share
+#'   their between-animal factor levels (e.g. genotype), each drawn animal's
+#'   data kept whole. The spread then includes the variation between
+#'   animals, which between-animal effects (genotype, age) must be judged
+#'   against. With few animals per group its intervals are too narrow (see
+#'   `vignette("inference")`); with a single animal, or every animal alone
+#'   in its group, it cannot resample anything, and the default becomes
+#'   `"parametric"`.
+#' * `"parametric"` (count likelihood only): random effects drawn from their
+#'   fitted normal distributions and counts from the fitted negative binomial,
+#'   then refitted. It relies on the model being right, and needs no animals
+#'   to redraw.
+#' * `"cells"` (the original's scheme, and the default for `likelihood =
+#'   "original"`): the tokens of every cell (random level x context x gene x
+#'   treatment x bin) with replacement from that cell's own tokens, the
+#'   animals fixed: the spread reflects cell-to-cell noise only, so effects
+#'   of factors that vary between animals are tested against too little
+#'   variation.
+#'
+#' Under the count likelihood each replicate starts from the full-data
+#' estimate; under the original, the population rows, the dispersion and
+#' the starting values are recomputed first. Under `"animals"` a replicate's
+#' random effects belong to whichever animal was drawn into each slot, so
+#' they are `NaN` in `t`. For most uses the Wald statistics that [wisp()]
+#' reports for the count likelihood need no bootstrap at all. A replicate's
+#' result depends only on `seed`, its number and the scheme, so every
+#' backend, worker count, `tasks.per.child` and schedule gives
+#' bitwise-identical estimates.
 #'
 #' Backends (which exist, and the default, depend on the platform: see
 #' Platforms below):
@@ -156,11 +181,14 @@
 #'   estimates), `t` (replicates x parameters, `NA` rows for failed
 #'   replicates, parameter names as column names), `R` (number of
 #'   replicates), `diagnostics` (one row per replicate: `ok`, `reason` (why
-#'   it failed), `pen.neg.value` (the minimised objective, nll + boundary
-#'   penalty), `neg.loglik`, `converged`, `code` (how the fit ended),
+#'   it failed), `pen.neg.value` (the minimised objective: under the
+#'   original, nll + boundary penalty; under the count likelihood, J with its
+#'   random-effect and prior terms), `neg.loglik`, `converged`, `code` (how
+#'   the fit ended),
 #'   `num.evals` (objective evaluations), `iterations` (optimiser
 #'   iterations), `max.gradient` (largest absolute gradient of the objective
-#'   at the estimate), `on.bound` (estimates on a bound; 0 for this model),
+#'   at the estimate), `on.bound` (estimates on a bound; always 0 under the
+#'   original likelihood),
 #'   `fit.seconds` (the optimisation), `seconds` (the whole replicate), and
 #'   `pid`, `peak_rss_mb`, `pss_mb`, `private_dirty_mb` of the process that
 #'   ran it; the memory columns are `NA` except on Linux, see Platforms),
@@ -180,8 +208,13 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
                      checkpoint = NULL, progress = interactive(), resample = NULL,
                      replicates = NULL, chunk.size = NULL, resources = NULL) {
   call <- match.call()
+  defaulted <- is.null(resample)
   resample <- check_resample(resample, fit)
   plan_info <- wisp_fit_plan(fit, resample)
+  if (resample == "animals") {
+    resample <- check_animal_groups(plan_info$animal_groups, defaulted, fit_likelihood(fit))
+    if (resample != "animals") plan_info <- wisp_fit_plan(fit, resample)
+  }
   if (!is.null(replicates)) {
     if (!is.numeric(replicates) || !length(replicates) || anyNA(replicates) ||
         any(replicates != round(replicates)) || any(replicates < 1 | replicates > 1e9) ||
@@ -299,6 +332,38 @@ bootstrap_result <- function(fit, wanted, replicates, rows, done, seed, backend,
                  replicates = wanted, diagnostics = diagnostics, seed = seed,
                  resample = resample, backend = backend, max.fork = max.fork, call = call),
             class = "wisp_bootstrap")
+}
+
+# The "animals" scheme redraws animals within their groups (animals sharing
+# their between-animal levels); a group of one animal always redraws itself.
+# When every group has one animal the replicates would all be the data: an
+# error when the scheme was asked for, and the parametric scheme (count
+# likelihood) or the cells scheme (original) with a message when it was the
+# default. Some groups of one animal draw a warning.
+check_animal_groups <- function(groups, defaulted, likelihood, call = sys.call(-1)) {
+  sizes <- table(groups)
+  if (all(sizes == 1L)) {
+    why <- if (length(sizes) == 1L) "there is a single random level (animal)" else
+      "every animal is alone in its group of between-animal factor levels"
+    if (!defaulted) {
+      stop_input("resample = \"animals\" redraws animals within their groups, but ", why,
+                 ", so every replicate would be the data itself; use resample = ",
+                 if (likelihood == "nb") "\"parametric\" or " else "", "\"cells\".",
+                 call = call)
+    }
+    fallback <- if (likelihood == "nb") "parametric" else "cells"
+    message("wispack: ", why, ", so the animals cannot be resampled; bootstrapping with ",
+            "resample = \"", fallback, "\" instead.")
+    return(fallback)
+  }
+  if (any(sizes == 1L)) {
+    warning(sprintf(paste0(
+      "%d of %d groups of animals (animals sharing their between-animal factor levels) ",
+      "have a single animal, which every replicate redraws unchanged: effects that rest on ",
+      "those groups get too little between-animal variation in their intervals."),
+      sum(sizes == 1L), length(sizes)), call. = FALSE)
+  }
+  "animals"
 }
 
 # Two bootstraps of one fit, seed and scheme, with different replicate

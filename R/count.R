@@ -1,6 +1,6 @@
 # The count likelihood (likelihood = "nb", the default): the fit from the
 # prepared tokens and its "wisp" object. The model is described in the model
-# vignette, sections "The count likelihood" to "Fitting the count model".
+# vignette, §9.2 (the count likelihood) to §13.2 (its fit).
 
 # Levels and 0-based codes of the token columns, as the Rust core takes them.
 coded_tokens <- function(tokens, fixed_effects) {

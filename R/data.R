@@ -24,7 +24,7 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
   variables <- check_variables(variables, names(count.data), fail)
 
   # A role left unmapped whose default column is absent gets a constant
-  # column (spec section 1.1), and the user is told; count and bin must exist.
+  # column (model vignette §2), and the user is told; count and bin must exist.
   source_of <- function(role) if (!is.null(variables[[role]])) variables[[role]] else role
   sources <- vapply(column_roles, source_of, "")
   constant <- setdiff(column_roles[!sources %in% names(count.data)], c("count", "bin"))

@@ -1,4 +1,4 @@
-# Tests and intervals for a fit's fixed effects (model vignette, "Inference").
+# Tests and intervals for a fit's fixed effects (model vignette §15.1, §15.2).
 #
 # Two methods, each with p-values that agree with its intervals: the
 # unadjusted p-value is below alpha exactly when the unadjusted (1 - alpha)

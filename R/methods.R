@@ -92,6 +92,8 @@ wisp_parameter_selector <- function(parameters, type) {
 bootstrap_used_replicates <- function(boot, used = NULL) {
   d <- boot$diagnostics
   ok <- d$ok %in% TRUE
+  # wisp(converged.resamples.only = FALSE) keeps every successful replicate.
+  if (isFALSE(boot$converged.only)) return(ok)
   converged <- ok & d$converged %in% TRUE
   if (!is.null(used) && sum(ok) == used && sum(converged) != used) return(ok)
   if (any(converged)) converged else ok
@@ -220,9 +222,10 @@ print.wisp <- function(x, ...) {
 #' Summarise a wisp fit
 #'
 #' The fixed-effect table of a fit (baseline parameters and treatment
-#' effects) with, when the fit was bootstrapped, percentile intervals,
-#' p-values and significance marks from `fit$stats`, plus the fit
-#' diagnostics.
+#' effects) with the statistics of `fit$stats` (Wald statistics for a count
+#' fit without a bootstrap; percentile or the original's centred statistics
+#' from bootstrap replicates): intervals, p-values and significance marks,
+#' plus the fit diagnostics.
 #'
 #' @param object A `"wisp"` object from [wisp()].
 #' @param level `NULL` (the statistics the fit carries), or a confidence
@@ -232,9 +235,12 @@ print.wisp <- function(x, ...) {
 #' @return An object of class `"summary.wisp"`: a list with `call`,
 #'   `coefficients` (a data.frame, one row per fixed-effect parameter:
 #'   `parameter, role, component, context, species, block, treatment,
-#'   estimate` and, when bootstrapped, `CI.low, CI.high, p.value,
-#'   p.value.adj, significance`), `bootstrapped` (logical), `replicates`
-#'   (replicates used by the statistics, or 0), `alpha`, `fit.diagnostics`,
+#'   estimate` and, when the fit has statistics, `std.error, df, CI.low,
+#'   CI.high, p.value, p.value.adj, significance`), `bootstrapped` (whether
+#'   the fit carries bootstrap replicates), `tested` (whether it has
+#'   statistics), `method` (`"wald"`, `"percentile"` or `"centred"`),
+#'   `level`, `replicates` (replicates used by the statistics, or 0),
+#'   `alpha`, `adjustment`, `likelihood`, `random.sd`, `fit.diagnostics`,
 #'   `degrees`, `n.warp` (number of warping factors), `nobs` and `logLik`.
 #' @seealso [coef.wisp()], [confint.wisp()]
 #' @export
@@ -476,13 +482,24 @@ confint.wisp_bootstrap <- function(object, parm, level = 0.95, ...) {
 #' the residual tables of the original wispack were fitted minus observed:
 #' their signs are reversed.
 #'
+#' `residuals(type = "quantile")` (count likelihood only) gives randomized
+#' quantile residuals (Dunn and Smyth 1996): for an observed count y with
+#' fitted negative-binomial distribution F (mean `pred`, size `exposure /
+#' dispersion`), `qnorm(u)` with u drawn uniformly between F(y - 1) and
+#' F(y). They are standard normal when the model is right, whatever the
+#' counts' sizes, so a QQ plot or a test against the normal shows a misfit
+#' (a missing transition, ignored overdispersion). The draws use R's random
+#' number generator: call [set.seed()] first to repeat them.
+#'
 #' @param object A `"wisp"` object from [wisp()].
 #' @param type For `fitted()`: `"response"` (expected counts, `pred`) or
 #'   `"link"` (log scale, `pred.log` = log(rate + 1)). For `residuals()`:
-#'   `"response"` (`count - pred`) or `"log"` (`count.log - pred.log`).
+#'   `"response"` (`count - pred`), `"log"` (`count.log - pred.log`) or
+#'   `"quantile"` (randomized quantile residuals, count likelihood only).
 #' @param ... Nothing: an argument these methods do not take is an error.
 #' @return A numeric vector; residuals are `NA` where the summed cell is
-#'   empty (no observed count).
+#'   empty (no observed count) and, for the quantile residuals, on the
+#'   population rows.
 #' @seealso [predict.wisp()] for the curves at any bins and for intervals.
 #' @export
 #' @examples
@@ -499,11 +516,47 @@ fitted.wisp <- function(object, type = c("response", "link"), ...) {
 
 #' @rdname fitted.wisp
 #' @export
-residuals.wisp <- function(object, type = c("response", "log"), ...) {
+residuals.wisp <- function(object, type = c("response", "log", "quantile"), ...) {
   check_unused_arguments(..., .method = "residuals.wisp")
-  type <- match_choice(type, "type", c("response", "log"))
-  d <- object$count.data.summed[observed_rows(object), , drop = FALSE]
-  if (type == "response") d$count - d$pred else d$count.log - d$pred.log
+  type <- match_choice(type, "type", c("response", "log", "quantile"))
+  keep <- observed_rows(object)
+  d <- object$count.data.summed[keep, , drop = FALSE]
+  switch(type,
+    response = d$count - d$pred,
+    log = d$count.log - d$pred.log,
+    quantile = quantile_residuals(object)[keep]
+  )
+}
+
+# Randomized quantile residuals of a count fit (see ?residuals.wisp).
+quantile_residuals <- function(fit, call = sys.call(-1)) {
+  if (fit_likelihood(fit) != "nb") {
+    stop_input("quantile residuals need the count likelihood (likelihood = \"nb\"): the ",
+               "original's objective is not a distribution of the counts.", call = call)
+  }
+  d <- fit$count.data.summed
+  observed <- which(!is.na(d$count) & d$ran != "none")
+  dispersion <- fit$gamma.dispersion
+  phi <- dispersion[cbind(match(d$species[observed], rownames(dispersion)),
+                          match(d$context[observed], colnames(dispersion)))]
+  y <- d$count[observed]
+  mu <- d$pred[observed]
+  size <- d$exposure[observed] / phi
+  poisson <- !is.finite(size) | phi <= 0
+  cdf <- function(q) {
+    out <- numeric(length(q))
+    out[poisson] <- stats::ppois(q[poisson], mu[poisson])
+    out[!poisson] <- stats::pnbinom(q[!poisson], size = size[!poisson], mu = mu[!poisson])
+    out
+  }
+  lower <- ifelse(y > 0, cdf(y - 1), 0)
+  upper <- cdf(y)
+  u <- stats::runif(length(y), lower, upper)
+  # Keep qnorm finite where the fitted distribution puts (almost) no mass.
+  u <- pmin(pmax(u, .Machine$double.eps), 1 - .Machine$double.eps)
+  out <- rep(NA_real_, nrow(d))
+  out[observed] <- stats::qnorm(u)
+  out
 }
 
 #' Predictions of a wisp fit

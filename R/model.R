@@ -212,7 +212,7 @@ model_from_bytes <- function(bytes, settings = default_model_settings()) {
 #' Objective, its parts and gradient at a parameter vector (a test hook:
 #' needs a build with WISPACK_TEST_HOOKS=true)
 #'
-#' The barrier penalty is anchored at `start` (spec section 2.6).
+#' The barrier penalty is anchored at `start` (model vignette §11.1).
 #' @return A list with `value` (nll + penalty), `nll`, `penalty`, `gradient`
 #'   and the boundary `distances`.
 #' @keywords internal
@@ -228,7 +228,7 @@ model_predict <- function(model, x) {
   model_predict_rust(model$bytes, as.double(x))
 }
 
-#' Whether a parameter vector is feasible (spec section 3.2)
+#' Whether a parameter vector is feasible (model vignette §11.1; repair: §12.5)
 #' @keywords internal
 #' @noRd
 model_is_feasible <- function(model, x) {
@@ -238,7 +238,7 @@ model_is_feasible <- function(model, x) {
 #' Fit a model from a given start (a test hook: needs a build with
 #' WISPACK_TEST_HOOKS=true)
 #'
-#' L-BFGS from `start`, with the barrier anchored there (spec section 4).
+#' L-BFGS from `start`, with the barrier anchored there (model vignette §13.1).
 #' @return A list with `parameters` and `diagnostics` (the columns of
 #'   [bs_batch()]'s diagnostics; no process statistics).
 #' @keywords internal

@@ -6,7 +6,7 @@
 diagnostic_columns <- c(
   ok = "logical",            # whether the replicate produced a fit
   reason = "character",      # why not (NA when ok)
-  pen.neg.value = "double",  # the minimised objective: nll + boundary penalty
+  pen.neg.value = "double",  # the minimised objective (original: nll + boundary penalty; nb: J)
   neg.loglik = "double",     # negative log-likelihood
   converged = "logical",
   code = "character",        # how the fit ended

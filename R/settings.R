@@ -1,4 +1,4 @@
-# Settings lists of wisp(): defaults and validation (spec section 7.1).
+# Settings lists of wisp(): defaults and validation (documented in ?wisp).
 
 # The model's rules from the Rust core (src/rust/src/rules.rs): defaults of
 # the settings it uses, limits, reserved names. Asked once per session.

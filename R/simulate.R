@@ -321,7 +321,8 @@ wisp_simulate <- function(n.contexts = 1L, n.genes = 3L, n.random = 3L,
   data
 }
 
-# Constants of the count model (design note §2 and §4).
+# Constants of the count model: the slope bound S_max (model vignette §11.2)
+# and the rate floor's tau and epsilon (§9.2).
 simulation_constants <- list(slope_max = 8, tau = 1e-3, epsilon = 1e-8)
 
 # Evaluates `code` with R's RNG seeded, then restores the caller's stream.
@@ -664,7 +665,7 @@ crowded_pairs <- function(curves, u, bins) {
   unique(cbind(curves$gene[crowded], curves$animal[crowded]))
 }
 
-# The animal curves (design note §3): rates times exp(u_rate), slopes and
+# The animal curves (model vignette §7.2): rates times exp(u_rate), slopes and
 # normalised points shifted on the logit scale.
 warp_curves <- function(curves, u, bins) {
   pick <- function(w) u[cbind(curves$gene, curves$animal, w)]
@@ -704,7 +705,7 @@ curve_log_rates <- function(curves, bins) {
   psi
 }
 
-# The rate floor of design note §4: exp(psi) - 1, smoothly kept above 0.
+# The rate floor (model vignette §9.2): exp(psi) - 1, smoothly kept above 0.
 r_of_psi <- function(psi) {
   v <- expm1(psi) / simulation_constants$tau
   simulation_constants$epsilon +

@@ -1,4 +1,4 @@
-# The original's bootstrap statistics (model vignette, "The original's statistics"),
+# The original's bootstrap statistics (model vignette §15.3),
 # kept for reproduction as wisp_statistics(method = "centred"), and the
 # bootstrap's attachment to a fit.
 
@@ -107,10 +107,11 @@ attach_bootstrap <- function(result, boot, use.median = FALSE, converged.only = 
             call. = FALSE)
   }
   if (sum(result$grouping.variables$ran.lvls != "none") == 1L) {
-    warning("there is a single random level: the bootstrap resamples cells within it, so the ",
-            "intervals reflect cell-to-cell variation only, not variation between animals.",
-            call. = FALSE)
+    warning("there is a single random level (animal): the bootstrap (resample = \"",
+            boot$resample, "\") redraws counts within it, so the intervals reflect ",
+            "variation between cells only, not variation between animals.", call. = FALSE)
   }
+  boot$converged.only <- converged.only
   use <- d$ok & (!converged.only | converged)
   replicates <- boot$t[use, , drop = FALSE]
   if (nrow(replicates) < 2) {

@@ -105,7 +105,7 @@ summed_scale_truth <- function(truth, weights, parameters, cells) {
 # lower than the fit, inside the core's box bounds, the fit stopped in
 # another, worse optimum.
 
-# The optimiser's coordinates theta of one curve (design note 2; points on
+# The optimiser's coordinates theta of one curve (model vignette §11.2; points on
 # the buffered axis of the Rust core: gap = ceiling(0.05 B) bins).
 curve_theta <- function(rates, slopes, points, bins, gap) {
   d <- length(slopes)

@@ -1,11 +1,12 @@
-# A slow, plain-R reference implementation of the count model ("nb"; design
-# note "count-model.md" §1-§5): the table with its exposure, the curve
-# transforms, the random-effect warps, the rate floor, the negative-binomial
-# likelihood with exposure and the inner objective J. It is the test oracle
-# for the Rust implementation, so it uses no package code, loops where a loop
-# reads more plainly, and follows the note sentence by sentence. Every name
-# starts with `reference_count_` (helper-reference.R holds the original
-# model's reference).
+# A slow, plain-R reference implementation of the count model ("nb", as the
+# model vignette writes it): the table with its exposure (§4, §10), the curve
+# transforms (§11.2), the random-effect warps (§7.2), the rate floor and the
+# negative-binomial likelihood with exposure (§9.2) and the inner objective J
+# (§13.2, without the priors of §11.3). It is the test oracle for the Rust
+# implementation, so it uses no package code, loops where a loop reads more
+# plainly, and follows the vignette's formulas. Every name starts with
+# `reference_count_` (helper-reference.R holds the original model's
+# reference).
 
 reference_count_slope_max <- 8      # S_MAX, per bin
 reference_count_tau <- 1e-3         # softness of the rate floor
@@ -31,7 +32,7 @@ reference_count_normalised <- function(k, d, p, bins) {
 }
 
 # ---------------------------------------------------------------------------
-# §1 Data -> table
+# Data -> table (model vignette §4, §10)
 # ---------------------------------------------------------------------------
 
 # Rows = observed cell keys (ran, context, fixed-effect levels, bin) x species;
@@ -74,7 +75,7 @@ reference_count_table <- function(tokens, fixed_effects = character(),
 }
 
 # ---------------------------------------------------------------------------
-# §2 Curves: values and unconstrained coordinates
+# Curves: values and unconstrained coordinates (model vignette §5, §11.2)
 # ---------------------------------------------------------------------------
 
 # theta = c(theta_R[1..d+1], theta_s[1..d], theta_p[1..d]) -> list(R, s, p).
@@ -111,13 +112,14 @@ reference_count_theta_from_curve <- function(curve, bins) {
   theta
 }
 
-# "On a bound": a slope above 0.99 S_MAX, or a gap q_k - q_{k-1} (q_0 = 0) or
-# 1 - q_d below 1e-3.
+# "On a bound" (model vignette §11.2): a slope above 0.99 S_MAX, or two
+# consecutive points (the axis ends 0.5 and B + 0.5 included) closer than the
+# gap g plus 1e-3 B bins.
 reference_count_on_bound <- function(curve, bins) {
-  d <- length(curve$s)
-  q <- vapply(seq_len(d), function(k) reference_count_normalised(k, d, curve$p[k], bins), 0)
-  gaps <- diff(c(0, q, 1))
-  any(curve$s > 0.99 * reference_count_slope_max) || any(gaps < 1e-3)
+  edges <- reference_count_edges(bins)
+  gaps <- diff(c(edges[["lower"]], curve$p, edges[["upper"]]))
+  any(curve$s > 0.99 * reference_count_slope_max) ||
+    any(gaps < reference_count_gap(bins) + 1e-3 * bins)
 }
 
 # Psi(x) = R_1 + sum_k (R_{k+1} - R_k) sigma(s_k (x - p_k)).
@@ -134,7 +136,7 @@ reference_count_psi <- function(x, curve) {
 }
 
 # ---------------------------------------------------------------------------
-# §3 Random effects: the animal's curve
+# Random effects: the animal's curve (model vignette §7.2)
 # ---------------------------------------------------------------------------
 
 # u = c(point =, rate =, slope =).
@@ -160,7 +162,7 @@ reference_count_warp <- function(curve, u, bins) {
 }
 
 # ---------------------------------------------------------------------------
-# §4 Likelihood
+# Likelihood (model vignette §9.2)
 # ---------------------------------------------------------------------------
 
 # log(1 + exp(v)) without overflow.
@@ -197,7 +199,7 @@ reference_count_nb_logpmf <- function(y, rate, exposure, phi) {
 }
 
 # ---------------------------------------------------------------------------
-# §5 The inner objective
+# The inner objective (model vignette §13.2, without the priors)
 # ---------------------------------------------------------------------------
 
 # The population curve of (context, species, treatment) from the long table

@@ -1,11 +1,12 @@
-# A slow, plain-R reference implementation of the model (spec/model.md §1.2-1.4
-# and §2, with the §9 fixes: every penalty coefficient is kappa / x0_i,
-# treatment names join levels with ":", any number of levels per factor).
+# A slow, plain-R reference implementation of the original likelihood's model
+# as the model vignette writes it (§2-§8, §9.1 and §11.1), with wispack's
+# deliberate differences (§16): every penalty coefficient is kappa / x0_i,
+# treatment names join levels with ":", any number of levels per factor.
 # It is the test oracle for the Rust core, so it is written for clarity, uses no
-# package code, and follows the spec sentence by sentence.
+# package code, and follows the vignette's formulas.
 
 # ---------------------------------------------------------------------------
-# Levels, treatments, weights (§1.1-1.3)
+# Levels, treatments, weights (model vignette §2-§3)
 # ---------------------------------------------------------------------------
 
 # Sorted unique values as strings: numeric columns sort numerically, others in
@@ -62,7 +63,7 @@ reference_treatments <- function(fixed_levels) {
   treatment_names
 }
 
-# W[p, i] = 1 when effect i applies to treatment p (§1.3).
+# W[p, i] = 1 when effect i applies to treatment p (model vignette §3).
 # Time ranks are 1-based positions in the ordered levels of `time_series`.
 reference_weights <- function(fixed_levels, time_series = NULL) {
   fixed_levels <- reference_ordered_levels(fixed_levels)
@@ -94,7 +95,7 @@ reference_weights <- function(fixed_levels, time_series = NULL) {
 }
 
 # ---------------------------------------------------------------------------
-# Parameter layout and names (§2.7)
+# Parameter layout and names (model vignette §8)
 # ---------------------------------------------------------------------------
 
 # The real ran levels that carry warping factors: all of them when there are
@@ -153,7 +154,7 @@ reference_degrees <- function(contexts, species, values) {
 }
 
 # ---------------------------------------------------------------------------
-# Summed-count table (§1.4) and dispersion (§2.5)
+# Summed-count table (model vignette §4) and dispersion (§9.1)
 # ---------------------------------------------------------------------------
 
 # The empty table for a design: every (ran, context, species, treatment, bin)
@@ -274,7 +275,7 @@ reference_table <- function(tokens, fixed_effects, time_series = NULL,
 }
 
 # ---------------------------------------------------------------------------
-# Curve, warping (§2.2-2.4)
+# Curve, warping (model vignette §5-§7.1)
 # ---------------------------------------------------------------------------
 
 # omega(z; b, w). 1 - exp(-u) is evaluated as -expm1(-u): with the
@@ -355,7 +356,7 @@ reference_predict <- function(table, x, degrees, warp_precision = 1e-7,
 }
 
 # ---------------------------------------------------------------------------
-# Likelihood (§2.5), distances and penalty (§2.6)
+# Likelihood (model vignette §9.1), distances and penalty (§11.1)
 # ---------------------------------------------------------------------------
 
 reference_nll <- function(table, pred_log) {

@@ -177,3 +177,54 @@ test_that("Holm-adjusted p-values of a fit match p.adjust", {
   expect_equal(fit$stats$parameters$p.value.adj[tested],
                p.adjust(fit$stats$parameters$p.value[tested], "holm"))
 })
+
+test_that("under resample = \"animals\" the replicates' random effects are NaN, the rest is not", {
+  for (fit in list(small_fit(), small_fit_original())) {
+    label <- fit_label(fit)
+    warp <- fit$parameters$role == "warp"
+    expect_gt(sum(warp), 0)
+    boot <- bs_batch(fit, 3, seed = 5, resample = "animals")
+    expect_true(all(boot$diagnostics$ok), label = label)
+    expect_true(all(is.nan(boot$t[, warp])), label = label)
+    fixed <- fit$parameters$role %in% c("baseline", "beta") & is.finite(fit$fitted.parameters)
+    expect_true(all(is.finite(boot$t[, fixed])), label = label)
+    # The other schemes keep the animals, and report their random effects.
+    cells <- bs_batch(fit, 2, seed = 5, resample = "cells")
+    expect_true(all(is.finite(cells$t[, warp])), label = label)
+  }
+})
+
+test_that("animals alone in their group cannot be resampled", {
+  counts <- wisp_simulate(n.genes = 2, n.random = 1, n.bins = 30, degrees = 1L, seed = 12)
+  fit <- suppressWarnings(wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE))
+  expect_error(bs_batch(fit, 2, seed = 1, resample = "animals"), class = "wisp_input_error",
+               regexp = "single random level")
+  # By default the count likelihood then draws from the fitted model.
+  expect_message(boot <- bs_batch(fit, 2, seed = 1), "parametric")
+  expect_identical(boot$resample, "parametric")
+  expect_identical(boot$t, bs_batch(fit, 2, seed = 1, resample = "parametric")$t)
+  # One genotype with a single animal: a warning names the groups.
+  design <- wisp_design(between = list(genotype = c("WT", "KO")),
+                        within = list(hemisphere = c("left", "right")),
+                        animals.per.group = c(WT = 3, KO = 1))
+  nested <- wisp_simulate(design = design, n.genes = 1, n.bins = 30, degrees = 1L, seed = 13)
+  fit <- wisp(nested, model.settings = list(LRO_cost = "none"), verbose = FALSE)
+  expect_warning(bs_batch(fit, 2, seed = 1, resample = "animals"), "1 of 2 groups")
+})
+
+test_that("wisp(converged.resamples.only = FALSE) keeps every successful replicate", {
+  fit <- small_fit()
+  boot <- bs_batch(fit, 40, seed = 9, max.fork = 2)
+  # Mark some replicates as not converged: the statistics must follow the flag.
+  boot$diagnostics$converged[c(2, 5, 7)] <- FALSE
+  only <- wispack:::attach_bootstrap(fit, boot, converged.only = TRUE)
+  every <- wispack:::attach_bootstrap(fit, boot, converged.only = FALSE)
+  expect_identical(only$stats$replicates.used, 37L)
+  expect_identical(every$stats$replicates.used, 40L)
+  beta <- which(fit$parameters$role == "beta")[1]
+  name <- fit$parameters$name[beta]
+  # R = 40, alpha = 0.05: k = ceiling(0.05 * 41 / 2) - 1 = 1, so [x_(1), x_(40)].
+  by_hand <- range(boot$t[, beta])
+  row <- every$stats$parameters[every$stats$parameters$parameter == name, ]
+  expect_equal(c(row$CI.low, row$CI.high), by_hand)
+})

@@ -331,7 +331,7 @@ test_that("fitted.wisp and residuals.wisp follow R's conventions", {
   expect_identical(sum(emptied), 8L)
   expect_true(all(d$count[emptied] == 0))
   # Fitted values are expected counts: exposure x rate, with the rate
-  # r(psi) = 1e-8 + 1e-3 log(1 + exp((e^psi - 1) / 1e-3)) (design note 4);
+  # r(psi) = 1e-8 + 1e-3 log(1 + exp((e^psi - 1) / 1e-3)) (model vignette §9.2);
   # the rate itself on population rows. The log scale is psi.
   x <- expm1(d$pred.log) / 1e-3
   rate <- 1e-8 + 1e-3 * (pmax(x, 0) + log1p(exp(-abs(x))))

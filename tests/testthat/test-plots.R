@@ -98,7 +98,7 @@ test_that("a bootstrapped rate-count plot has the interval band", {
   expect_identical(layer_geoms(p), c("GeomRibbon", "GeomPoint", "GeomLine", "GeomLine", "GeomVline"))
   band <- p$layers[[1]]$data
   expect_true(all(band$ran == "none"))
-  # The count likelihood's rate of psi (design note 4), by hand.
+  # The count likelihood's rate of psi (model vignette §9.2), by hand.
   rate <- function(psi) {
     x <- expm1(psi) / 1e-3
     1e-8 + 1e-3 * (pmax(x, 0) + log1p(exp(-abs(x))))

@@ -2,7 +2,7 @@
 # hand calculations and base R's distributions, so that it can serve as the
 # oracle for the Rust implementation.
 
-# §1 Table --------------------------------------------------------------------
+# Table (model vignette §4, §10) -----------------------------------------------
 
 reference_count_tokens <- function() {
   # Key (m1, ctx, a, bin 1): cells 1 and 2, each with a token of g1 and g2.
@@ -35,9 +35,9 @@ test_that("token exposure counts a species' tokens and is refused when species d
   expect_identical(reference_count_table(tokens, "trt", exposure = "none")$exposure, rep(1, 4))
 })
 
-# §2 Transforms and Psi ---------------------------------------------------------
+# Transforms and Psi (model vignette §5, §11.2) --------------------------------
 
-test_that("theta maps to rates, bounded slopes and stick-broken points as in §2", {
+test_that("theta maps to rates, bounded slopes and stick-broken points (model vignette §11.2)", {
   # B = 10: (L, U) = (0.5, 10.5), gap g = ceiling(10 / 20) = 1; theta_s =
   # (0, log 3) -> s = (4, 6); theta_p = (0, 0) -> q = (0.5, 0.75) ->
   # p_k = 0.5 + k g + (10 - 3 g) q_k = (1.5 + 3.5, 2.5 + 5.25) = (5, 7.75).
@@ -66,13 +66,19 @@ test_that("any theta gives slopes in (0, 8) and ordered points inside (L, U)", {
   }
 })
 
-test_that("a value on a bound is a slope above 0.99 S_MAX or a gap below 1e-3", {
+test_that("a value on a bound is a slope above 0.99 S_MAX or points within 1e-3 B of the gap", {
   inside <- list(R = c(1, 2), s = 2, p = 5)
   expect_false(reference_count_on_bound(inside, bins = 10))
   expect_true(reference_count_on_bound(list(R = c(1, 2), s = 7.95, p = 5), bins = 10))
   expect_true(reference_count_on_bound(list(R = c(1, 2), s = 2, p = 0.5 + 0.005), bins = 10))
   expect_true(reference_count_on_bound(list(R = c(1, 2, 3), s = c(1, 1), p = c(5, 5.001)),
                                        bins = 10))
+  # B = 10: gap g = 1 bin, slack 1e-3 * 10 = 0.01 bins.
+  expect_true(reference_count_on_bound(list(R = c(1, 2, 3), s = c(1, 1), p = c(5, 6.005)),
+                                       bins = 10))
+  expect_false(reference_count_on_bound(list(R = c(1, 2, 3), s = c(1, 1), p = c(5, 6.02)),
+                                        bins = 10))
+  expect_true(reference_count_on_bound(list(R = c(1, 2), s = 2, p = 10.5 - 1.005), bins = 10))
 })
 
 test_that("Psi matches hand values", {
@@ -84,7 +90,7 @@ test_that("Psi matches hand values", {
                rep(0.7, 4))
 })
 
-# §3 Warps --------------------------------------------------------------------------
+# Warps (model vignette §7.2) --------------------------------------------------
 
 test_that("the warps are the identity at u = 0 and match hand values", {
   curve <- list(R = c(1, 2), s = 4, p = 5.5)
@@ -124,7 +130,7 @@ test_that("each warp moves linearly at u = 0 and keeps order and range", {
   expect_equal(small$s, 0.01 * exp(0.5), tolerance = 0.01)
 })
 
-# §4 Rate floor and likelihood ----------------------------------------------------
+# Rate floor and likelihood (model vignette §9.2) ------------------------------
 
 test_that("the rate floor is exp(Psi) - 1 above small rates and stays positive", {
   psi <- log1p(c(0.05, 1, 5, 300))
@@ -171,7 +177,7 @@ test_that("the sum of E cells, each NB(rate, dispersion phi), is NB(E rate, size
                tolerance = 1e-9)
 })
 
-# §5 The objective -------------------------------------------------------------------
+# The objective (model vignette §13.2, without the priors) ---------------------
 
 reference_count_case <- function() {
   bins <- 6
@@ -190,7 +196,7 @@ reference_count_case <- function() {
 
 test_that("the objective is minus the NB log-likelihood of the warped curves plus u^2 / (2 sigma^2)", {
   case <- reference_count_case()
-  # By hand: the animal curves of design note §3 and dnbinom.
+  # By hand: the animal curves of model vignette §7.2 and dnbinom.
   loglik <- numeric(4)
   for (i in 1:4) {
     u <- case$u[case$u$animal == case$rows$animal[i], ]

@@ -1,7 +1,7 @@
 # Self-tests of the plain-R reference (helper-reference.R) against the worked
-# examples and stated properties of spec/model.md. The package is not used.
+# examples and stated properties of the model vignette. The package is not used.
 
-# Treatments and weights (§1.2, §1.3) --------------------------------------
+# Treatments and weights (model vignette §3) ---------------------------------
 
 test_that("treatments are ref, then subsets by size, levels joined with ':'", {
   treatments <- reference_treatments(list(hemisphere = c("left", "right"),
@@ -28,7 +28,7 @@ test_that("no fixed effects gives the single treatment ref", {
   expect_equal(reference_weights(list()), matrix(1, 1, 1, dimnames = list("ref", "ref")))
 })
 
-test_that("W reproduces the time-series example of §1.3", {
+test_that("W reproduces the hemisphere-by-age example of the model vignette (§3)", {
   treatments <- c("ref", "right", "12", "18", "right:12", "right:18")
   expected <- matrix(c(1, 0, 0, 0, 0, 0,
                        1, 1, 0, 0, 0, 0,
@@ -61,7 +61,7 @@ test_that("without a time series W is the subset relation of components", {
   expect_identical(W["18", "12"], 0)
 })
 
-# Parameter layout, names and counts (§2.7) --------------------------------
+# Parameter layout, names and counts (model vignette §8) ---------------------
 
 design_parameters <- function(n_contexts, n_species, fixed_levels, n_ran, degrees) {
   contexts <- paste0("c", seq_len(n_contexts))
@@ -75,7 +75,7 @@ design_parameters <- function(n_contexts, n_species, fixed_levels, n_ran, degree
 two_by_two <- list(hemisphere = c("left", "right"), genotype = c("ko", "wt"))
 time_design <- list(hemisphere = c("left", "right"), age = c(7, 12, 18))
 
-test_that("parameter counts match the upstream documentation examples", {
+test_that("parameter counts match the examples of the original's tutorials", {
   expect_identical(design_parameters(1, 6, two_by_two, 4, c(3, 3, 3, 3, 3, 2)),
                    c(total = 300L, tested = 171L))
   expect_identical(design_parameters(1, 6, time_design, 5, c(3, 3, 3, 3, 2, 2))[["total"]],
@@ -93,7 +93,7 @@ test_that("a single ran level has no warping factors (Poisson tutorial: P = 10)"
   expect_identical(design_parameters(1, 1, list(), 1, 3), c(total = 10L, tested = 0L))
 })
 
-test_that("names of the small worked example follow §2.7 exactly", {
+test_that("names of a small worked example follow the naming scheme (model vignette §8)", {
   names <- reference_parameter_names("ctx", c("A", "B"), c("m1", "m2", "m3"),
                                      reference_treatments(list(hemisphere = c("left", "right"))),
                                      reference_degrees("ctx", c("A", "B"), c(2, 0)))
@@ -130,7 +130,7 @@ test_that("contexts loop inside components and species inside contexts", {
     "baseline_c2_tpoint_g1_Tns/Blk1", "baseline_c2_tpoint_g2_Tns/Blk1"))
 })
 
-# Summed table and dispersion (§1.4, §2.5) ---------------------------------
+# Summed table and dispersion (model vignette §4, §9.1) ----------------------
 
 hand_table_tokens <- data.frame(
   count      = c(2, 1, 0, 4, 7, 3, NA, 5),
@@ -204,7 +204,7 @@ test_that("the Poisson tutorial has 11 distances and the cortex design 1260", {
                 1260)
 })
 
-# Curve and warping (§2.3, §2.4) --------------------------------------------
+# Curve and warping (model vignette §5, §7.1) --------------------------------
 
 test_that("the warp is the identity at w = 0 and moves toward b or 0", {
   expect_identical(reference_warp(3.7, 100, 0), 3.7)
@@ -222,7 +222,7 @@ test_that("psi is a sum of sigmoid steps between block rates", {
                1 + 2 * plogis(0.5 * 2) - plogis(1 * -8))
 })
 
-# Likelihood and penalty (§2.5, §2.6) ---------------------------------------
+# Likelihood and penalty (model vignette §9.1, §11.1) ------------------------
 
 one_row_table <- function(y_log, phi) {
   table <- reference_skeleton("ctx", "A", "m1", list(), bins = 1)

@@ -1,5 +1,5 @@
 # wisp_simulate() and wisp_design(): the data follow the count model of the
-# design note (checked against the plain-R reference in
+# model vignette (checked against the plain-R reference in
 # helper-reference-count.R and against NB moments), the design is what was
 # asked for, and the truth holds every true value under the model's names.
 

@@ -1,4 +1,4 @@
-//! The bootstrap (spec section 5): the plan a fit keeps, one replicate
+//! The bootstrap (model vignette §14): the plan a fit keeps, one replicate
 //! (resample tokens within cells, recompute the "none" rows, dispersion and
 //! initial values with the structure kept fixed, and fit), and a batch of
 //! replicates on the fork engine. The fork engine, mclapply, the serial loop
@@ -9,7 +9,7 @@ use crate::checkpoint::{self, Entry};
 use crate::count::pipeline::CountPlan;
 use crate::engine::{self, procmem, PoolOptions, TaskRecord};
 use crate::error::{Error, Result};
-use crate::model::Model;
+use crate::model::{Model, ParameterRole};
 use crate::outcome::{FitSummary, Outcome, ProcessStats};
 use crate::pipeline::{fit_structure, PipelineSettings};
 use crate::streams::TaskStream;
@@ -29,7 +29,7 @@ pub(crate) enum Plan {
     Count(CountPlan),
 }
 
-/// How a replicate redraws the data (model vignette, "The bootstrap").
+/// How a replicate redraws the data (model vignette §14).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Resampling {
     /// Tokens within each (animal, context, gene, treatment, bin) cell.
@@ -99,6 +99,15 @@ impl Plan {
         }
     }
 
+    /// Per random level, its group under the `animals` scheme (levels that
+    /// share their between-animal factor levels share a group).
+    pub(crate) fn animal_groups(&self) -> Vec<usize> {
+        match self {
+            Plan::WarpedSigmoid(plan) => plan.animal_groups(),
+            Plan::Count(plan) => crate::count::resample::animal_groups(&plan.model),
+        }
+    }
+
     /// The likelihood's name as R knows it.
     pub(crate) fn likelihood(&self) -> &'static str {
         match self {
@@ -109,18 +118,39 @@ impl Plan {
 
     /// Runs replicate `replicate` (from 1) of the bootstrap seeded with
     /// `seed`, the data redrawn by `scheme`.
+    ///
+    /// Under `Animals`, the replicate's animal r is whichever animal was
+    /// drawn into slot r, so its warping factors are not comparable across
+    /// replicates: they are reported as NaN (the fixed effects, variances
+    /// and dispersions are).
     pub(crate) fn run_replicate(
         &self,
         scheme: Resampling,
         seed: u64,
         replicate: usize,
     ) -> std::result::Result<FitSummary, String> {
-        match self {
+        let mut summary = match self {
             Plan::WarpedSigmoid(plan) => plan.run_replicate(scheme, seed, replicate),
             Plan::Count(plan) => {
                 crate::count::pipeline::run_replicate(plan, scheme, seed, replicate)
             }
+        }?;
+        if scheme == Resampling::Animals {
+            let roles = match self {
+                Plan::WarpedSigmoid(plan) => plan.model.layout().roles(),
+                Plan::Count(plan) => {
+                    let design = plan.model.design();
+                    crate::model::design::ParameterLayout::new(design, plan.model.structure())?
+                        .roles()
+                }
+            };
+            for (value, role) in summary.parameters.iter_mut().zip(&roles) {
+                if matches!(role, ParameterRole::Warp { .. }) {
+                    *value = f64::NAN;
+                }
+            }
         }
+        Ok(summary)
     }
 }
 
@@ -136,6 +166,19 @@ fn warp_stream(replicate: usize) -> u64 {
 }
 
 impl WarpedSigmoidPlan {
+    /// The animals' groups of the `animals` scheme.
+    fn animal_groups(&self) -> Vec<usize> {
+        crate::resampling::animal_groups(
+            self.model.design(),
+            self.model.design().ran_levels().len(),
+            |animal, context, treatment| {
+                self.model
+                    .table()
+                    .animal_has_data(animal, context, treatment)
+            },
+        )
+    }
+
     fn run_replicate(
         &self,
         scheme: Resampling,
@@ -152,15 +195,7 @@ impl WarpedSigmoidPlan {
                 .table_mut()
                 .resample_pools(|n| stream.below(n as u64) as usize)?,
             Resampling::Animals => {
-                let groups = crate::resampling::animal_groups(
-                    self.model.design(),
-                    self.model.design().ran_levels().len(),
-                    |animal, context, treatment| {
-                        self.model
-                            .table()
-                            .animal_has_data(animal, context, treatment)
-                    },
-                );
+                let groups = self.animal_groups();
                 let mapping =
                     crate::resampling::draw_animals(&groups, |n| stream.below(n as u64) as usize);
                 model.table_mut().copy_animals(&mapping);

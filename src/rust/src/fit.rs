@@ -1,12 +1,13 @@
-//! L-BFGS fitting of the model (spec §4) and the feasibility repair of a
-//! parameter vector (spec §3.2, "Feasibility check").
+//! L-BFGS fitting of the model (model vignette §13.1) and the feasibility
+//! repair of a parameter vector (model vignette §12.5).
 //!
 //! Both minimise with argmin 0.11's [`LBFGS`] and [`MoreThuenteLineSearch`],
 //! wrapped so that the stopping rules are the original package's, not
 //! argmin's:
 //! - the fit stops when the objective's relative change between successive
-//!   iterations is at most `ctol` (NLopt's `ftol_rel`), or when `max_evals`
-//!   distinct points have been evaluated (NLopt's `maxeval`);
+//!   iterations is at most `ctol` (the original's relative-change rule, model
+//!   vignette §13.1), or when `max_evals` distinct points have been evaluated
+//!   (its evaluation limit);
 //! - argmin's own gradient and cost tolerances are set to 0, which its
 //!   strict `<` tests never satisfy, and its iteration limit is left unset.
 //!
@@ -34,7 +35,8 @@
 //!   exit) or returns a point no better than the last iterate, L-BFGS is
 //!   restarted from the best point with its memory cleared (a steepest
 //!   descent step). A run that stalls without improving the best point
-//!   ends the fit as [`FitCode::Failed`]. Upstream (NLopt) does not restart.
+//!   ends the fit as [`FitCode::Failed`]. The original (NLopt's L-BFGS) does
+//!   not restart (model vignette §16).
 
 use crate::model::objective::PSEUDO_INFINITY;
 use crate::model::{Component, Model, Objective, WarpKind};
@@ -105,9 +107,11 @@ impl FitSettings {
 /// How a fit ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum FitCode {
-    /// The relative change of the objective fell to `ctol` or below (upstream code 3).
+    /// The relative change of the objective fell to `ctol` or below
+    /// (`success.code` 3 in `diagnostics.bs`).
     Converged,
-    /// `max_evals` evaluations were used first (upstream code 5).
+    /// `max_evals` evaluations were used first (`success.code` 5 in
+    /// `diagnostics.bs`).
     EvaluationLimit,
     /// The optimiser could not continue; the best point evaluated is returned.
     Failed(String),
@@ -123,7 +127,8 @@ impl FitCode {
         }
     }
 
-    /// Only [`FitCode::Converged`] counts as converged (as upstream counts only FTOL_REACHED).
+    /// Only [`FitCode::Converged`] counts as converged (as the original counts
+    /// only its relative-change stop).
     pub(crate) fn is_converged(&self) -> bool {
         matches!(self, FitCode::Converged)
     }
@@ -152,12 +157,12 @@ pub(crate) struct EvaluationDiagnostics {
 
 /// Fits the model from `start` by minimising nll + barrier penalty.
 ///
-/// The barrier coefficients are set from `start` (spec §2.6), which must be
-/// strictly inside the boundaries with a finite nll. The returned point is
-/// the lowest objective evaluated; `nll` there costs one more pass, not
-/// counted in `evaluations`. `max_gradient` is the largest |gradient| of the
-/// penalised objective at that point; no estimate sits on a bound (the
-/// barrier keeps them inside), so `on_bound` is 0.
+/// The barrier coefficients are set from `start` (model vignette §11.1),
+/// which must be strictly inside the boundaries with a finite nll. The
+/// returned point is the lowest objective evaluated; `nll` there costs one
+/// more pass, not counted in `evaluations`. `max_gradient` is the largest
+/// |gradient| of the penalised objective at that point; no estimate sits on
+/// a bound (the barrier keeps them inside), so `on_bound` is 0.
 pub(crate) fn fit(
     model: &Model,
     start: &[f64],
@@ -387,8 +392,9 @@ impl<S: SmoothObjective> Tracker<S> {
         self.last.gradient.clear();
         self.last.gradient.resize(x.len(), 0.0);
         let mut value = self.objective.evaluate(x, &mut self.last.gradient);
-        // The objective's cap (spec §2.5) comes with a zero gradient; do the
-        // same for any other unusable output so the line search backs off.
+        // The objective's cap of 1e100 (model vignette §9.1) comes with a zero
+        // gradient; do the same for any other unusable output so the line
+        // search backs off.
         if !value.is_finite() || self.last.gradient.iter().any(|g| !g.is_finite()) {
             value = if value.is_finite() {
                 value.max(PSEUDO_INFINITY)
@@ -614,11 +620,12 @@ pub(crate) struct RepairOutcome {
     pub(crate) min_distance: f64,
 }
 
-/// Attempts made by [`repair_feasibility`], as upstream.
+/// Attempts made by [`repair_feasibility`], as the original (model vignette
+/// §12.5).
 pub(crate) const REPAIR_ATTEMPTS: usize = 6;
 
 /// The distance maximisation stops once every boundary distance is at least
-/// this (upstream's NLopt stopval).
+/// this (the original's target, model vignette §12.5).
 pub(crate) const REPAIR_TARGET_DISTANCE: f64 = 0.01;
 
 /// Soft-min temperature rounds per distance maximisation (see [`repair_feasibility`]).
@@ -636,8 +643,8 @@ const SOFT_MIN_ROUNDS: usize = 4;
 /// 3. maximise the smallest boundary distance by L-BFGS, stopping once it
 ///    is at least [`REPAIR_TARGET_DISTANCE`] (or by `ctol` / `max_evals`).
 ///
-/// Deviations from upstream (spec §3.2 and §9 item 15):
-/// - step 2 works within each (context, species); upstream walked the flat
+/// Deviations from the original (model vignette §12.5 and §16):
+/// - step 2 works within each (context, species); the original walked the flat
 ///   list of all baseline tpoints and so also nudged the last tpoint of one
 ///   curve against the first of the next, unrelated one;
 /// - feasibility is checked after every step, not only after a whole
@@ -648,9 +655,9 @@ const SOFT_MIN_ROUNDS: usize = 4;
 ///   distances dominate the weights; it is recomputed from the current point
 ///   for up to 4 rounds, which share the `max_evals` budget. The stop test
 ///   uses the true minimum;
-/// - when every attempt fails, `x` keeps its last values, as upstream, and
-///   `feasible` is false; upstream raised an R warning, which is the
-///   caller's to do.
+/// - when every attempt fails, `x` keeps its last values, as in the original,
+///   and `feasible` is false; the original raised an R warning, here the
+///   caller decides (the pipeline stops with an error).
 ///
 /// Errors only on a wrong length, non-finite values or invalid settings.
 /// `x` is taken as a slice (`&mut vec` coerces to it): its length never changes.
@@ -740,7 +747,7 @@ fn halve_point_effects(model: &Model, x: &mut [f64]) {
 
 /// Step 2: within each (context, species), consecutive baseline tpoints
 /// closer than the buffer move apart by buffer/4 each, walking the list in
-/// order as upstream does.
+/// order as the original does.
 fn separate_baseline_points(model: &Model, x: &mut [f64]) {
     let layout = model.layout();
     let design = model.design();
@@ -1009,7 +1016,7 @@ mod tests {
     #[test]
     fn a_larger_model_converges_within_the_default_budget() {
         // 4 genes, 6 treatments (binary × 3-level time series), 4 mice:
-        // about the size of the upstream tutorials (a few hundred parameters).
+        // about the size of the original's tutorials (a few hundred parameters).
         let factors = vec![
             Factor::new("side", strings(&["left", "right"])),
             Factor::time_series("age", strings(&["7", "12", "18"])),
@@ -1033,7 +1040,7 @@ mod tests {
         assert_eq!(diagnostics.repeated_evaluations, 0);
     }
 
-    /// A start like the initial estimates of spec §3.2: baselines roughly
+    /// A start like the starting values of model vignette §12.4: baselines roughly
     /// right, every treatment effect 0, warps small and random.
     fn rough_start(case: &Case, seed: u64) -> Vec<f64> {
         let model = &case.model;
@@ -1403,7 +1410,7 @@ mod tests {
 
     #[test]
     fn baseline_points_move_apart_only_within_their_own_curve() {
-        // Two genes with one transition each: upstream's flat walk would
+        // Two genes with one transition each: the original's flat walk would
         // treat gene 1's tpoint (late) and gene 2's (early) as neighbours.
         let case = build_case(71, 1, 2, vec![1, 1], binary_factor(), 1);
         let layout = case.model.layout();

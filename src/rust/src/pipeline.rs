@@ -1,6 +1,6 @@
 //! From a model without structure to a fitted model: change-point detection,
-//! initial values, feasibility repair and the L-BFGS fit (spec sections 3
-//! and 4), and the LRO grid search over detection settings (3.4).
+//! initial values, feasibility repair and the L-BFGS fit (model vignette §12
+//! and §13.1), and the LRO grid search over detection settings (§12.3).
 
 use crate::engine::{self, PoolOptions};
 use crate::error::Error;

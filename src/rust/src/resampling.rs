@@ -1,8 +1,8 @@
-//! The animals' groups for the hierarchical bootstrap (model vignette, "The
-//! bootstrap"), for either likelihood: a factor varies between animals when
-//! every animal is observed under one level of it only (genotype, age), and
-//! animals sharing all such levels form a group; the `animals` scheme redraws
-//! animals with replacement within their group, so a group keeps its size.
+//! The animals' groups for the hierarchical bootstrap (model vignette §14), for
+//! either likelihood: a factor varies between animals when every animal is
+//! observed under one level of it only (genotype, age), and animals sharing all
+//! such levels form a group; the `animals` scheme redraws animals with
+//! replacement within their group, so a group keeps its size.
 
 use crate::model::Design;
 

@@ -59,6 +59,11 @@ fn plan_info_rust(plan: Raw, resample: &str) -> RResult<List> {
         parameter_names = decoded.parameter_names(),
         likelihood = decoded.likelihood(),
         key = plan_key(&plan, scheme(resample)?),
+        animal_groups = decoded
+            .animal_groups()
+            .into_iter()
+            .map(|g| g as i32)
+            .collect::<Vec<i32>>(),
         format = saved::format_of(plan.as_slice()) as i32
     ))
 }

@@ -1,5 +1,5 @@
-//! Wald covariance of a count fit's reported values (model vignette,
-//! "Wald inference"): the inverse of the observed information H at the
+//! Wald covariance of a count fit's reported values (model vignette
+//! §15.1): the inverse of the observed information H at the
 //! estimate, carried from the optimiser's coordinates θ to the reported
 //! fixed effects β = W⁻¹ v(θ) and dispersions φ = e^ρ by the delta method.
 //!

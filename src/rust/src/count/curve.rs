@@ -1,7 +1,6 @@
-//! One curve of the count model (model vignette, "Constraints by
-//! transformation" and "Random effects"): the map from the optimiser's
-//! unconstrained coordinates θ and an animal's random effects u to the
-//! warped curve values, and Ψ at a bin with its first and second
+//! One curve of the count model (model vignette §11.2 and §7.2): the map from
+//! the optimiser's unconstrained coordinates θ and an animal's random effects u
+//! to the warped curve values, and Ψ at a bin with its first and second
 //! derivatives.
 //!
 //! Local coordinates of one (curve, animal) pair, in this order:

@@ -1,6 +1,6 @@
-//! The negative-binomial count family with exposure (model vignette, "The
-//! count likelihood"): one table row's log-likelihood and its first and
-//! second derivatives in the curve value Ψ and the log dispersion ρ.
+//! The negative-binomial count family with exposure (model vignette §9.2): one
+//! table row's log-likelihood and its first and second derivatives in the curve
+//! value Ψ and the log dispersion ρ.
 //!
 //! A row holds the summed count y of E cells. With rate r(Ψ) per cell and
 //! dispersion φ = e^ρ per cell, y ~ NB(mean μ = E·r(Ψ), size k = E/φ), so

@@ -1,4 +1,4 @@
-//! The whole count-model fit (model vignette, "Fitting the count model"):
+//! The whole count-model fit (model vignette §13.2):
 //! per species, damped Newton for the curves, dispersions and random
 //! effects at fixed variances, alternated with Laplace-EM updates of the
 //! variances σ² ← (Σ_r û_r² + Σ_r [H⁻¹]_rr) / R until they settle; then the
@@ -36,7 +36,8 @@ pub(crate) const SIGMA_ZERO: f64 = 1e-3;
 
 /// The largest standard deviation of a random effect (a warp of e^5 in a
 /// rate, or a shift of 5 on the logit scale of a point or slope: beyond any
-/// plausible animal); an estimate there is on a bound.
+/// plausible animal). The variance updates stop there; it is not counted
+/// in `on.bound`.
 pub(crate) const SIGMA_MAX: f64 = 5.0;
 
 /// Box bounds of the unconstrained coordinates: far enough that only a

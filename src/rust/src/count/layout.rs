@@ -1,7 +1,7 @@
-//! The count model's reported parameter vector (model vignette, "What a fit
-//! reports"): the fixed effects β and the animals' random effects in the
-//! original's layout and names, then the random-effect standard deviations
-//! per species, then the dispersions per (context, species).
+//! The count model's reported parameter vector (model vignette §8): the fixed
+//! effects β and the animals' random effects in the original's layout and
+//! names, then the random-effect standard deviations per species, then the
+//! dispersions per (context, species).
 
 use crate::model::design::ParameterLayout;
 use crate::model::{Design, ParameterRole, Structure, WarpKind};

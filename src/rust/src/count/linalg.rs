@@ -1,7 +1,8 @@
 //! Linear algebra for a bordered block-diagonal symmetric matrix (model
-//! vignette, "Fitting the count model"): the Hessian of one species'
-//! objective is block-diagonal over its curves, bordered by the parameters
-//! that every curve touches (dispersions and the animals' random effects).
+//! vignette §13.2): the Hessian of one species'
+//! objective is block-diagonal over its contexts (all the treatments' curves
+//! of one context in a block), bordered by the parameters that every curve
+//! touches (dispersions and the animals' random effects).
 //!
 //! With H = [A C; Cᵀ B], A = diag(A_1, …, A_K), the border is reduced to the
 //! Schur complement S = B − Σ_k C_kᵀ A_k⁻¹ C_k, so factorising costs

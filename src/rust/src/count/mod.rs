@@ -1,8 +1,8 @@
-//! The count model, wispack's default likelihood (model vignette, "The count
-//! likelihood"): summed counts of observed cells are negative binomial with
-//! exposure, each animal's curves are warped by normal random effects, and
-//! each species is fitted on its own by damped Newton steps with the exact
-//! Hessian, the random-effect variances by a REML-type Laplace criterion.
+//! The count model, wispack's default likelihood (model vignette §9.2): summed
+//! counts of observed cells are negative binomial with exposure, each animal's
+//! curves are warped by normal random effects, and each species is fitted on
+//! its own by damped Newton steps with the exact Hessian, the random-effect
+//! variances by a REML-type Laplace criterion.
 //!
 //! Pure numerics, like [`crate::model`] (which holds the original
 //! likelihood): nothing here knows about R or processes.

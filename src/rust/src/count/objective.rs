@@ -1,12 +1,14 @@
-//! One species' objective under the count likelihood (model vignette,
-//! "Fitting the count model"): J = −Σ ℓ + Σ u²/(2σ²) over the species'
-//! curves (θ), dispersions (ρ = ln φ) and random effects (u), with its
-//! gradient and exact Hessian in bordered block-diagonal form.
+//! One species' objective under the count likelihood (model vignette
+//! §13.2): J = −Σ ℓ + Σ u²/(2σ²) + P(θ) over the species' curves (θ),
+//! dispersions (ρ = ln φ) and random effects (u), P being the curves' priors
+//! (§11.3), with its gradient and exact Hessian in bordered block-diagonal
+//! form.
 //!
 //! No term couples two species, so every species is a problem of its own.
-//! Within a species the curves (context, treatment) touch each other only
-//! through the dispersion of their context and the random effects of the
-//! animals, which form the Hessian's border.
+//! Within a species, the curves of one context are coupled by the treatment
+//! effects' prior, so they share a diagonal block of the Hessian; curves of
+//! different contexts touch each other only through the random effects of
+//! the animals, which with the dispersions form the Hessian's border.
 
 use super::curve::{curve_len, local_len, Axis, BinDerivatives, WarpedCurve};
 use super::family::{row_term, row_value};
@@ -268,7 +270,7 @@ pub(crate) struct SpeciesProblem<'m> {
     effect_prior: Option<(f64, Vec<f64>)>,
 }
 
-/// The weak priors of a count fit (model vignette, "Priors"); an SD of 0
+/// The weak priors of a count fit (model vignette §11.3); an SD of 0
 /// leaves that prior out.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Priors {
@@ -385,7 +387,7 @@ impl<'m> SpeciesProblem<'m> {
         problem
     }
 
-    /// Adds the curves' weak priors (model vignette, "Priors").
+    /// Adds the curves' weak priors (model vignette §11.3).
     ///
     /// The slope prior keeps weakly identified slopes (a small rate change,
     /// few counts) from running to S_MAX. The step prior pins a ridge: two

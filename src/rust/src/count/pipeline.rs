@@ -1,5 +1,5 @@
 //! From data to a reported count fit, and one bootstrap replicate of it
-//! (model vignette, "Fitting the count model" and "The bootstrap").
+//! (model vignette §13.2 and §14).
 
 use super::curve::{BinDerivatives, CurveValues, WarpedCurve};
 use super::fit::{fit_species, reported_parameters, CountFitSettings, SpeciesFit};

@@ -1,5 +1,5 @@
-//! How a count-model bootstrap replicate redraws the data (model vignette,
-//! "The bootstrap"):
+//! How a count-model bootstrap replicate redraws the data (model vignette
+//! §14):
 //! - `Cells`: every row's tokens with replacement from its own pool (the
 //!   original's scheme: cell-to-cell noise only);
 //! - `Animals`: the animals with replacement within the groups of animals

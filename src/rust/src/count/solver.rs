@@ -1,5 +1,5 @@
 //! Damped Newton minimisation of one species' objective at fixed variances
-//! (model vignette, "Fitting the count model").
+//! (model vignette §13.2).
 //!
 //! Each iteration solves (H + λD)δ = −g with the exact bordered Hessian H
 //! and D its diagonal (Levenberg–Marquardt damping); λ shrinks when the

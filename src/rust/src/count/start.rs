@@ -1,5 +1,5 @@
-//! Change points and starting values for the count model (model vignette,
-//! "Structure and starting values").
+//! Change points and starting values for the count model (model vignette
+//! §12.1 and §12.4).
 //!
 //! The change-point detectors of [`crate::structure`] read one series per
 //! (treatment, animal): here log(1 + Y/E) per bin, the rate per unit of

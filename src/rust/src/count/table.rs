@@ -1,4 +1,4 @@
-//! The count model's table (model vignette, "Data, cells and exposure"):
+//! The count model's table (model vignette §4 and §10):
 //! one row per observed cell key (animal, context, treatment, bin) and
 //! species, holding the species' summed count there (0 when the species had
 //! no token in the key) and the exposure behind it.

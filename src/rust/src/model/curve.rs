@@ -1,5 +1,5 @@
-//! The curve of one block: warping (spec §2.3), the poly-sigmoid Ψ (§2.4) and
-//! the block's boundary distances (§2.6), each with exact derivatives.
+//! The curve of one block: warping (model vignette §7.1), the poly-sigmoid Ψ
+//! (§5) and the block's boundary distances (§11.1), each with exact derivatives.
 //!
 //! A [`BlockCurve`] holds the warped components of one (ran, context,
 //! species, treatment) block. They are computed once per block and then used
@@ -74,7 +74,7 @@ pub(crate) struct WarpFactors {
     pub(crate) slope: f64,
 }
 
-/// Upper bounds of the warp per component (§2.3).
+/// Upper bounds of the warp per component (model vignette §7.1).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct WarpBounds {
     pub(crate) rate: f64,
@@ -274,7 +274,8 @@ impl BlockCurve {
         }
     }
 
-    /// The block's boundary distances in upstream order: d slopes, d+1 gaps
+    /// The block's boundary distances in the original's order (model vignette
+    /// §11.1): d slopes, d+1 gaps
     /// on [0, tpoint_1..tpoint_d, B] less the buffer, d+1 rates + 0.01; a
     /// single rate distance for d = 0. NaN distances become 0.
     /// `out` must hold [`boundary_distances_per_block`] values.
@@ -418,7 +419,7 @@ mod tests {
     }
 
     #[test]
-    fn warp_follows_the_spec_formula() {
+    fn warp_follows_its_formula() {
         let (z, b) = (12.0, 50.0);
         let w: f64 = 0.7;
         let up = z + (1.0 - (-w * w * z / b).exp()) * (b - z);
@@ -577,7 +578,7 @@ mod tests {
     }
 
     #[test]
-    fn boundary_distances_follow_the_upstream_order() {
+    fn boundary_distances_follow_the_original_order() {
         let block = curve(
             2,
             &[1.0, 3.0, -0.5, 0.5, 2.0, 10.0, 30.0],

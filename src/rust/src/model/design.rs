@@ -1,6 +1,6 @@
 //! The design: grouping labels, fixed-effect factors, the treatment set and its
-//! weight matrix W (spec §1.2–1.3), the degree structure, and the parameter
-//! layout with its names and index maps (§2.7).
+//! weight matrix W (model vignette §3), the degree structure, and the parameter
+//! layout with its names and index maps (§8).
 
 use std::collections::HashSet;
 
@@ -19,7 +19,8 @@ pub(crate) const MAX_DEGREE: usize = 1 << 16;
 pub(crate) struct Factor {
     pub(crate) name: String,
     pub(crate) levels: Vec<String>,
-    /// Time effects are cumulative: a later time point inherits every earlier one (§1.3).
+    /// Time effects are cumulative: a later time point inherits every earlier one
+    /// (model vignette §3).
     pub(crate) is_time_series: bool,
 }
 
@@ -41,7 +42,7 @@ impl Factor {
     }
 }
 
-/// The three model components of a poly-sigmoid (§2.1).
+/// The three model components of a poly-sigmoid (model vignette §5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Component {
     /// `Rt`: the d+1 block rates on the log(1+rate) scale.
@@ -88,7 +89,7 @@ pub(crate) fn components_per_block(degree: usize) -> usize {
     3 * degree + 1
 }
 
-/// The three warping factors of a (ran level, species) pair (§2.3).
+/// The three warping factors of a (ran level, species) pair (model vignette §7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum WarpKind {
     Point,
@@ -121,7 +122,7 @@ impl WarpKind {
 ///
 /// With two or more real levels the population pseudo-level ("none") comes
 /// first and every real level is warped; with a single real level there is no
-/// "none" block and that level stays unwarped (§1.1).
+/// "none" block and that level stays unwarped (model vignette §4, §7.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RanBlocks {
     real_levels: usize,
@@ -236,9 +237,9 @@ fn subsets_of_size(n: usize, size: usize) -> Vec<Vec<usize>> {
     }
 }
 
-/// The treatment set of §1.2: "ref", then for every non-empty subset of
-/// factors (by size, then factor order) the Cartesian product of their
-/// non-reference levels, first factor outermost.
+/// The treatment set (model vignette §3): "ref", then for every non-empty
+/// subset of factors (by size, then factor order) the Cartesian product of
+/// their non-reference levels, first factor outermost.
 fn build_treatments(factors: &[Factor]) -> Vec<Treatment> {
     let factor_count = factors.len();
     let mut treatments = vec![Treatment {
@@ -284,7 +285,8 @@ fn build_treatments(factors: &[Factor]) -> Vec<Treatment> {
     treatments
 }
 
-/// Whether effect `effect` applies when predicting treatment `predicted` (§1.3).
+/// Whether effect `effect` applies when predicting treatment `predicted`
+/// (model vignette §3).
 fn effect_applies(factors: &[Factor], predicted: &Treatment, effect: &Treatment) -> bool {
     factors.iter().enumerate().all(|(f, factor)| {
         let wanted = effect.levels[f];
@@ -542,7 +544,7 @@ impl Structure {
     }
 }
 
-/// Where every parameter lives in the flat vector (§2.7).
+/// Where every parameter lives in the flat vector (model vignette §8).
 ///
 /// β of (component m, context c, species s) form one contiguous run ordered
 /// block-major, treatment-minor (position k·T + i); the warping factors follow,
@@ -669,7 +671,7 @@ impl ParameterLayout {
         self.treatments.saturating_sub(1) * curve_values
     }
 
-    /// Length of the boundary-distance vector (§2.6).
+    /// Length of the boundary-distance vector (model vignette §11.1).
     pub(crate) fn boundary_distance_count(&self) -> usize {
         let per_curve: usize = self
             .degrees
@@ -720,7 +722,7 @@ impl ParameterLayout {
         roles
     }
 
-    /// Parameter names in layout order (§2.7).
+    /// Parameter names in layout order (model vignette §8).
     pub(crate) fn names(&self, design: &Design) -> Vec<String> {
         self.roles()
             .into_iter()
@@ -729,7 +731,8 @@ impl ParameterLayout {
     }
 }
 
-/// The name of a parameter, upstream's scheme: labels joined with "_".
+/// The name of a parameter, the original's scheme (model vignette §8): labels
+/// joined with "_".
 fn parameter_name(design: &Design, role: ParameterRole) -> String {
     match role {
         ParameterRole::Beta {
@@ -779,7 +782,7 @@ pub(crate) enum ParameterRole {
 }
 
 /// Boundary distances of one block: d slopes, d+1 gaps and d+1 rates, or a
-/// single rate distance for d = 0 (§2.6).
+/// single rate distance for d = 0 (model vignette §11.1).
 pub(crate) fn boundary_distances_per_block(degree: usize) -> usize {
     if degree == 0 {
         1
@@ -857,7 +860,7 @@ mod tests {
     }
 
     #[test]
-    fn weight_matrix_matches_the_spec_example() {
+    fn weight_matrix_matches_the_hemisphere_by_age_example() {
         let design = design_with(1, 1, 1, hemisphere_and_age());
         #[rustfmt::skip]
         let expected = [
@@ -1017,7 +1020,7 @@ mod tests {
     }
 
     #[test]
-    fn names_follow_the_upstream_scheme_in_layout_order() {
+    fn names_follow_the_naming_scheme_in_layout_order() {
         let design = Design::new(
             strings(&["ctx"]),
             strings(&["A", "B"]),

@@ -1,5 +1,5 @@
-//! The model and its objective: the negative log-likelihood (spec §2.5), the
-//! boundary-distance barrier penalty (§2.6) and the exact analytic gradient.
+//! The model and its objective: the negative log-likelihood (model vignette §9.1),
+//! the boundary-distance barrier penalty (§11.1) and the exact analytic gradient.
 
 use super::curve::{BlockCurve, WarpBounds, WarpFactors};
 use super::design::{
@@ -9,10 +9,11 @@ use super::design::{
 use super::special::{ln_gamma, ln_gamma_ratio, ln_gamma_ratio_and_digamma_difference};
 use super::table::SummedTable;
 
-/// The objective's stand-in for +∞ (upstream `inf_`).
+/// The objective's stand-in for +∞ (model vignette §9.1).
 pub(crate) const PSEUDO_INFINITY: f64 = 1e100;
 
-/// Predicted log rates below this make the likelihood infinite (upstream `rt_lower_bound`).
+/// Predicted log rates below this make the likelihood infinite (model
+/// vignette §9.1).
 pub(crate) const RATE_LOWER_BOUND: f64 = -0.01;
 
 /// a_i·x_i is clamped below at this value, so one penalty term is at most 1e60.
@@ -185,17 +186,19 @@ pub(crate) struct RowTerm {
     pub(crate) d_mu: f64,
 }
 
-/// Log-likelihood of one observed row (§2.5): y = ln(1+count), μ = Ψ.
+/// Log-likelihood of one observed row (model vignette §9.1): y = ln(1+count),
+/// μ = Ψ.
 ///
 /// The caller has already capped μ that are non-finite or below
 /// [`RATE_LOWER_BOUND`]. λ and v come from the unclamped μ; μ in (−0.01, 0)
-/// is then clamped to 0. Branches, kept as upstream has them:
+/// is then clamped to 0. Branches, kept as the original has them:
 /// - v = 0 (λ = 0): Poisson log pmf y·ln μ − μ − ln Γ(y+1), with 0·ln 0 = 0.
 ///   Its derivative is reported as 0 because on both sides of μ = 0 the row
 ///   contributes nothing.
 /// - y > 0 and μ > 0: the negative-binomial form with shape σ = μ²/v and rate
-///   ρ = σ/μ. Upstream exponentiates it and takes the log again; that round
-///   trip only adds underflow, so it is not repeated here.
+///   ρ = σ/μ. The original exponentiates it and takes the log again; that
+///   round trip only adds underflow, so it is not repeated here (model
+///   vignette §16).
 /// - otherwise the row contributes nothing.
 pub(crate) fn row_log_likelihood(
     y: f64,
@@ -446,7 +449,7 @@ impl<'m> Objective<'m> {
         Ok(self.pass(x, false, DistanceUse::Penalty, None).penalty)
     }
 
-    /// nll + penalty (upstream "bnll").
+    /// nll + penalty, reported as `pen.neg.value` (model vignette §11.1).
     #[cfg(test)]
     pub(crate) fn value(&mut self, x: &[f64]) -> Result<f64, String> {
         self.check_parameters(x)?;
@@ -474,8 +477,8 @@ impl<'m> Objective<'m> {
         Ok(outcome.nll + outcome.penalty)
     }
 
-    /// Boundary distances (§2.6) in upstream order: ran block, context,
-    /// species, treatment, then within the block.
+    /// Boundary distances (model vignette §11.1) in the original's order: ran
+    /// block, context, species, treatment, then within the block.
     pub(crate) fn boundary_distances(&mut self, x: &[f64]) -> Result<&[f64], String> {
         self.check_parameters(x)?;
         self.pass(x, false, DistanceUse::Record, None);
@@ -582,8 +585,9 @@ impl<'m> Objective<'m> {
         Ok(out)
     }
 
-    /// Feasible as upstream checks it: every boundary distance > 0 and every
-    /// predicted log rate finite and ≥ −0.01. `predictions` needs one slot per row.
+    /// Feasible as the original checks it (model vignette §11.1): every boundary
+    /// distance > 0 and every predicted log rate finite and ≥ −0.01.
+    /// `predictions` needs one slot per row.
     pub(crate) fn is_feasible(
         &mut self,
         x: &[f64],
@@ -884,7 +888,7 @@ mod tests {
     }
 
     #[test]
-    fn negative_binomial_branch_matches_the_spec_formula() {
+    fn negative_binomial_branch_matches_the_written_formula() {
         let (count, mu, dispersion): (f64, f64, f64) = (6.0, 2.2, 0.15);
         let y = count.ln_1p();
         let lambda = mu.exp() - 1.0;

@@ -1,4 +1,4 @@
-//! The summed-count table (spec §1.4): one row per (ran block, context,
+//! The summed-count table (model vignette §4): one row per (ran block, context,
 //! species, treatment, bin), built from token columns in O(tokens + rows).
 
 use super::design::RanBlocks;
@@ -72,7 +72,7 @@ impl SummedTable {
     /// Sums the tokens into cells. Tokens with a NaN count, or a bin outside
     /// 1..=B, are skipped; negative or infinite counts and out-of-range
     /// indices are errors. `round_population_counts` rounds the extrapolated
-    /// "none" counts (upstream `round_none`).
+    /// "none" counts (`model.settings$round_none`, model vignette §4).
     pub(crate) fn new(
         shape: TableShape,
         tokens: TokenColumns<'_>,

@@ -1,15 +1,18 @@
-//! Buffer enforcement of projected change points (spec §3.1 step 6) and the
-//! per-treatment averages that become the initial tpoints (step 7).
+//! Buffer enforcement of projected change points (model vignette §12.1,
+//! step 6) and the per-treatment averages that become the initial tpoints
+//! (step 7).
 //!
 //! Positions live on the 1-based bin axis throughout, the axis the tpoints
-//! use (§2.4). Upstream subtracts 1 after the DTW projection, enforces the
-//! buffer on those 0-based indices and then uses them unchanged as tpoints,
-//! so every tpoint sits one bin early (§9 item 14). We keep the 1-based
-//! positions and state the limits where they matter, as tpoints: the boundary
-//! penalty (§2.6) needs p₁ − 0, B − p_d and every consecutive gap to exceed
-//! the buffer, i.e. for whole bins p₁ ≥ buffer + 1, p_d ≤ B − buffer − 1 and
-//! gaps ≥ buffer + 1. These are exactly upstream's numbers (first moved up to
-//! buffer + 1, collisions from n − buffer − 1), which upstream meant as tpoints.
+//! use (model vignette §5). The original subtracts 1 after the DTW
+//! projection, enforces the buffer on those 0-based indices and then uses
+//! them unchanged as tpoints, so every tpoint sits one bin early (model
+//! vignette §16, "Structure"). We keep the 1-based positions and state the
+//! limits where they matter, as tpoints: the boundary penalty (model vignette
+//! §11.1) needs p₁ − 0, B − p_d and every consecutive gap to exceed the
+//! buffer, i.e. for whole bins p₁ ≥ buffer + 1, p_d ≤ B − buffer − 1 and
+//! gaps ≥ buffer + 1. These are exactly the original's numbers (first moved
+//! up to buffer + 1, collisions from n − buffer − 1), which the original
+//! meant as tpoints.
 
 /// The admissible tpoint range for a bin axis 1..=B and a buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +42,7 @@ impl BufferLimits {
 /// Enforces the buffer on one column's change points (ordered as found),
 /// adjusting them in place; returns which rows must be removed.
 ///
-/// Upstream rules, on the 1-based axis:
+/// The original's rules, on the 1-based axis:
 /// - the first point is moved up to at least `lowest`;
 /// - a later point k "collides" when its gap to the previous point is ≤ 0 or
 ///   it lies at ≥ `highest`; if k is the last row and `highest` is more than
@@ -47,11 +50,12 @@ impl BufferLimits {
 ///   row k is marked for removal;
 /// - else, a gap ≤ buffer moves it to previous + buffer + 1.
 ///
-/// Deviations, each because upstream could leave an infeasible start point:
-/// - "previous" is the previous point still kept in this column (upstream
+/// Deviations (model vignette §16, "Structure"), each because the original
+/// could leave an infeasible start point:
+/// - "previous" is the previous point still kept in this column (the original
 ///   compares with row k − 1 even when that row was marked);
 /// - a point pushed past `highest` by the move is marked instead of kept;
-/// - a first point above `highest` is placed at `highest` (upstream never
+/// - a first point above `highest` is placed at `highest` (the original never
 ///   checks the first point's upper end);
 /// - without any admissible position every row is marked.
 pub(crate) fn enforce_column(points: &mut [usize], limits: BufferLimits) -> Vec<bool> {
@@ -114,7 +118,8 @@ impl BufferedPoints {
 }
 
 /// Enforces the buffer on every column (each holding the same d rows), then
-/// removes every row marked in any column from all columns (§3.1 step 6).
+/// removes every row marked in any column from all columns (model vignette
+/// §12.1, step 6).
 pub(crate) fn enforce_buffer(
     columns: &[Vec<usize>],
     bins: usize,
@@ -143,10 +148,11 @@ pub(crate) fn enforce_buffer(
     Ok(BufferedPoints { kept_rows, columns })
 }
 
-/// found_trt (§3.1 step 7): per treatment, the mean over that treatment's
-/// kept columns of each change point. `column_treatments[i]` is the treatment
-/// of column i. A treatment without any complete column (upstream: 0/0 = NaN)
-/// gets the mean over all columns instead.
+/// Per-treatment change points (model vignette §12.1, step 7): per treatment,
+/// the mean over that treatment's kept columns of each change point.
+/// `column_treatments[i]` is the treatment of column i. A treatment without
+/// any complete column (the original: 0/0 = NaN) gets the mean over all
+/// columns instead.
 pub(crate) fn treatment_means(
     points: &BufferedPoints,
     column_treatments: &[usize],

@@ -1,7 +1,8 @@
 //! Dynamic time warping and the projection of centroid change points onto
-//! each column (spec §3.1 step 5).
+//! each column (model vignette §12.1, step 5).
 //!
-//! Upstream calls back into R for this (`dtw::dtw` with `symmetricP05`). We
+//! The original calls R's dtw package with a slope-constrained step pattern
+//! (`symmetricP05`); see model vignette §16. We
 //! use the standard symmetric step pattern (`symmetric2`) in pure Rust: no
 //! slope constraint, diagonal steps weighted 2, horizontal and vertical
 //! steps weighted 1, absolute-difference local cost.
@@ -103,7 +104,7 @@ fn round_half_even(value: f64) -> f64 {
 /// Projects change points of the reference (1-based positions) onto the
 /// query: each becomes round(mean of the 1-based query positions aligned
 /// to it), rounding halves to even as R does. NaN entries of either series
-/// are read as 1 (upstream's NA → 1).
+/// are read as 1, as the original reads NA.
 pub(crate) fn project_change_points(
     query: &[f64],
     reference: &[f64],

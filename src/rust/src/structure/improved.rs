@@ -1,10 +1,11 @@
 //! Pruning of LRO candidates for [`super::DetectionMethod::Improved`].
 //!
-//! Upstream over-detects (19 transitions found where 12 were simulated): the
-//! centroid threshold mean + 2·sd is always exceeded somewhere, so flat
-//! stretches yield spurious peaks, and one gradual transition can peak at
-//! several windows. Deviations from §3.1, applied to the centroid's change
-//! points before the DTW projection:
+//! The original detector over-detects (19 transitions found where 12 were
+//! simulated): the centroid threshold mean + 2·sd is always exceeded
+//! somewhere, so flat stretches yield spurious peaks, and one gradual
+//! transition can peak at several windows. Deviations from the original
+//! detector (model vignette §12.1; summary in §12.2), applied to the
+//! centroid's change points before the DTW projection:
 //!
 //! 0. **Liberal candidates.** The centroid scan runs at half the cutoff
 //!    ([`CANDIDATE_CUTOFF_SCALE`]): with several strong steps the mean + 2·sd

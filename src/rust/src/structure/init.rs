@@ -1,12 +1,13 @@
-//! Initial parameter values (spec §3.2): block rates, transition slopes and
-//! points per treatment from the bin-wise mean log counts and the detected
-//! change points, turned into β by solving W·β = v, plus small random warps.
+//! Initial parameter values (model vignette §12.4): block rates, transition
+//! slopes and points per treatment from the bin-wise mean log counts and the
+//! detected change points, turned into β by solving W·β = v, plus small
+//! random warps.
 
 use super::DetectedStructure;
 use crate::model::{Component, Model, SummedTable, WarpKind};
 use crate::streams::TaskStream;
 
-/// Floor of the initial transition slopes (upstream `min_initialization_slope`).
+/// Floor of the initial transition slopes (model vignette §12.4).
 pub(crate) const MIN_INITIAL_SLOPE: f64 = 0.25;
 
 /// Initial warping factors are drawn from U(−WARP_HALF_WIDTH, WARP_HALF_WIDTH).
@@ -40,13 +41,14 @@ impl StartSettings {
     }
 }
 
-/// count_log_avg of one (context, species): a B×T matrix whose entry
-/// (b, t) is the mean of count_log over the ran blocks ("none" included) at
+/// The bin-wise mean log counts of one (context, species), the series the
+/// starting values are read from (model vignette §12.4): a B×T matrix whose
+/// entry (b, t) is the mean of count_log over the ran blocks ("none" included) at
 /// bin b for treatment t, NA rows skipped; NaN when no row is observed.
 ///
-/// Entry b is bin b's mean: upstream v2.4 passes b − 1 to its row finder, so
-/// its entry 0 averages every bin and the rest are shifted one bin right
-/// (§9 item 12). v1.0 had it right, as here.
+/// Entry b is bin b's mean: the original's version 2.4 passes b − 1 to its
+/// row finder, so its entry 0 averages every bin and the rest are shifted one
+/// bin right (model vignette §16, "Structure").
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct CountLogAverage {
     bins: usize,
@@ -73,7 +75,7 @@ impl CountLogAverage {
     }
 }
 
-/// Builds count_log_avg for one (context, species).
+/// Builds the bin-wise mean log counts of one (context, species).
 pub(crate) fn count_log_average(
     table: &SummedTable,
     context: usize,
@@ -210,7 +212,7 @@ impl FullPivotLu {
 }
 
 /// Mean of x[start..end] skipping NaN; an empty range gives x[start]
-/// (clamped into the series), as upstream's `vmean_range`.
+/// (clamped into the series), as the original does.
 fn mean_range(series: &[f64], start: usize, end: usize) -> f64 {
     if series.is_empty() {
         return f64::NAN;
@@ -231,8 +233,7 @@ fn mean_skipping_nan(series: &[f64]) -> f64 {
     mean_range(series, 0, series.len().max(1))
 }
 
-/// Block rates and transition runs of one treatment (upstream
-/// `est_bkRates_tRuns`).
+/// Block rates and transition runs of one treatment (model vignette §12.4).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct BlockEstimates {
     /// d + 1 block means.
@@ -246,10 +247,10 @@ pub(crate) struct BlockEstimates {
 ///
 /// Block k covers the bins b with p_{k−1} ≤ b < p_k (p_{−1} = 1,
 /// p_d = B + 1): every bin belongs to exactly one block and the bin at a
-/// transition opens the next block. Upstream (0-based cp) uses [0, cp₀),
+/// transition opens the next block. The original (0-based cp) uses [0, cp₀),
 /// [cp_{k−1} − 1, cp_k) and [cp_{d−1} − 1, B − 1): its middle blocks
 /// overlap the previous one by a bin and its last block drops the final
-/// bin (§9 item 14). An empty range yields the value at its start.
+/// bin (model vignette §12.4; §16). An empty range yields the value at its start.
 ///
 /// Run of transition k: starting from bb = bf = 0, while the signed rise
 /// mean[s, s+bf) − mean[s−bb, s) (s = first index of block k) is below
@@ -340,10 +341,10 @@ pub(crate) fn initial_slope(run: f64) -> f64 {
     (4.0 / run).max(MIN_INITIAL_SLOPE)
 }
 
-/// Initial parameter vector (§3.2) in the layout of `model`:
-/// - per (context, species) and treatment: block rates (the mean of
-///   count_log_avg for d = 0), slopes 4/run floored at 0.25 and tpoints
-///   = the detected per-treatment change points (1-based bins);
+/// Initial parameter vector (model vignette §12.4) in the layout of `model`:
+/// - per (context, species) and treatment: block rates (the mean of the
+///   bin-wise mean log counts for d = 0), slopes 4/run floored at 0.25 and
+///   tpoints = the detected per-treatment change points (1-based bins);
 /// - per block or transition, β solves W·β = v (v the per-treatment values),
 ///   so β₀ is the reference value and the others are effect contrasts;
 /// - every warping factor ~ U(−0.1, 0.1) from `TaskStream::new(seed, stream)`,
@@ -475,8 +476,9 @@ mod tests {
     }
 
     #[test]
-    fn lu_recovers_beta_through_the_spec_weight_matrix() {
-        // §1.3: hemisphere {left, right} × age {7, 12, 18} (time series).
+    fn lu_recovers_beta_through_the_hemisphere_by_age_weight_matrix() {
+        // Model vignette §3: hemisphere {left, right} × age {7, 12, 18} (time
+        // series).
         let design = Design::new(
             strings(&["ctx"]),
             strings(&["gene"]),
@@ -544,7 +546,7 @@ mod tests {
         // Transition 1 (target 3.2): rise 0 (bf → 1), rise 0 (bb → 1),
         // rise 5 − 1 = 4 (bf → 2), stop: run = 1 + 2 = 3. Transition 2 alike.
         assert_eq!(estimates.runs, vec![3.0, 3.0]);
-        // The last bin belongs to the last block (upstream drops it).
+        // The last bin belongs to the last block (the original drops it).
         let mut last = series;
         last[9] = 8.0;
         let estimates = block_rates_and_runs(&last, &[4, 8], 0.8).unwrap();
@@ -700,7 +702,7 @@ mod tests {
                 let tpoint = unwarped(&model, &x, Component::Point, 0, k, t);
                 assert!((tpoint - point).abs() < 1e-12);
             }
-            // Gene 2 (d = 0): the mean of its count_log_avg column.
+            // Gene 2 (d = 0): the mean of its bin-wise mean log counts.
             let flat = count_log_average(model.table(), 0, 1).unwrap();
             let mean = flat.column(t).iter().sum::<f64>() / 100.0;
             assert!((unwarped(&model, &x, Component::Rate, 1, 0, t) - mean).abs() < 1e-12);

@@ -1,18 +1,19 @@
 //! Likelihood-ratio-outlier (LRO) change points of one (context, species)
-//! pair (spec §3.1 steps 1–4): the series matrix, the rolling log-likelihood
-//! ratio at three window sizes, their centroid and the change-point scan.
+//! pair (model vignette §12.1, steps 1–4): the series matrix, the rolling
+//! log-likelihood ratio at three window sizes, their centroid and the
+//! change-point scan.
 
 use crate::model::SummedTable;
 
 /// The count_log series of one (context, species) pair, one column per
-/// (treatment, ran block) with every bin observed (§3.1 step 1).
+/// (treatment, ran block) with every bin observed (model vignette §12.1, step 1).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct SeriesMatrix {
     /// B, the length of every column.
     pub(crate) bins: usize,
     /// Kept (complete) columns, each count_log over bins 1..=B.
     pub(crate) columns: Vec<Vec<f64>>,
-    /// (treatment, ran block) of each kept column, in upstream column order
+    /// (treatment, ran block) of each kept column, in the original's column order
     /// t·(R+1) + r; ran block 0 is "none" when the table has one.
     pub(crate) keys: Vec<(usize, usize)>,
 }
@@ -24,7 +25,7 @@ impl SeriesMatrix {
 }
 
 /// Builds the series matrix of (context, species). Columns with any NA (or
-/// non-finite) bin are left out, as upstream does; the "none" columns are
+/// non-finite) bin are left out, as the original does; the "none" columns are
 /// always complete.
 pub(crate) fn series_matrix(
     table: &SummedTable,
@@ -74,7 +75,7 @@ pub(crate) fn population_mean_sd(values: &[f64]) -> (f64, f64) {
 
 /// Σ log N(y; mean, sd) over the slice with the slice's own mean and
 /// population sd. A zero sd gives NaN (0/0 in the exponent term), which the
-/// caller replaces, as upstream does.
+/// caller replaces, as the original does.
 fn self_fitted_normal_log_likelihood(values: &[f64]) -> f64 {
     let (mean, sd) = population_mean_sd(values);
     let log_norm = -0.5 * (2.0 * std::f64::consts::PI).ln() - sd.ln();
@@ -87,7 +88,7 @@ fn self_fitted_normal_log_likelihood(values: &[f64]) -> f64 {
         .sum()
 }
 
-/// Upstream replaces a NaN window log-likelihood by 1.
+/// The original replaces a NaN window log-likelihood by 1.
 fn nan_to_one(value: f64) -> f64 {
     if value.is_nan() {
         1.0
@@ -97,7 +98,7 @@ fn nan_to_one(value: f64) -> f64 {
 }
 
 /// Rolling log-likelihood ratio of one series at window size `window`
-/// (§3.1 step 2).
+/// (model vignette §12.1, step 2).
 ///
 /// For each window start i = 0..=n−w the value at the window centre
 /// m = i + ⌊w/2⌋ is alt − null: null is the normal log-likelihood of the
@@ -130,7 +131,7 @@ pub(crate) fn rolling_log_likelihood_ratio(series: &[f64], window: usize) -> Vec
     ratio
 }
 
-/// Window multipliers of the three passes (hard-coded upstream).
+/// Window multipliers of the three passes (fixed in the original).
 pub(crate) const PASS_MULTIPLIERS: [usize; 3] = [1, 2, 4];
 
 /// The ratio series of one column at the high-, mid- and low-pass windows
@@ -160,8 +161,8 @@ impl PassRatios {
     }
 }
 
-/// Row-wise mean across columns of each pass (§3.1 step 3). With no columns
-/// every pass is empty.
+/// Row-wise mean across columns of each pass (model vignette §12.1, step 3).
+/// With no columns every pass is empty.
 pub(crate) fn centroid(columns: &[PassRatios]) -> PassRatios {
     let Some(first) = columns.first() else {
         return PassRatios {
@@ -184,7 +185,8 @@ pub(crate) fn centroid(columns: &[PassRatios]) -> PassRatios {
     }
 }
 
-/// Change points of the centroid (§3.1 step 4), 1-based bin positions.
+/// Change points of the centroid (model vignette §12.1, step 4), 1-based bin
+/// positions.
 ///
 /// Per pass, threshold = mean + cutoff · sd (population sd). Positions
 /// i = 0..n−1 are scanned trying the passes high, mid, low; a pass qualifies

@@ -1,14 +1,15 @@
-//! Model structure before fitting (spec §3): LRO change-point detection of
-//! every (context, species) curve, and the initial parameter values.
+//! Model structure before fitting (model vignette §12): LRO change-point
+//! detection of every (context, species) curve, and the initial parameter
+//! values.
 //!
 //! - [`lro`]: series matrix, rolling log-likelihood ratios, centroid, scan;
 //! - [`dtw`]: dynamic time warping and the projection onto each series;
 //! - [`buffer`]: buffer enforcement and per-treatment averages;
 //! - [`improved`]: the pruning that [`DetectionMethod::Improved`] adds;
-//! - [`init`]: count_log_avg, block rates and runs, W·β = v, warps.
+//! - [`init`]: bin-wise mean log counts, block rates and runs, W·β = v, warps.
 //!
 //! All change-point positions here are on the 1-based bin axis that tpoints
-//! use (§9 item 14).
+//! use (model vignette §12.1; the original's 0-based positions: §16).
 
 pub(crate) mod buffer;
 pub(crate) mod dtw;
@@ -27,7 +28,8 @@ use lro::{PassRatios, SeriesMatrix};
 /// How change points are chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub(crate) enum DetectionMethod {
-    /// Upstream's LRO procedure (§3.1) with the §9 fixes only.
+    /// The original's change-point procedure (model vignette §12.1), with the
+    /// fixes listed in §16.
     Original,
     /// LRO candidates pruned by a step-significance test and a ramp merge
     /// (see [`improved`]) before projection; meant to curb over-detection.
@@ -35,7 +37,7 @@ pub(crate) enum DetectionMethod {
     Improved,
 }
 
-/// Settings of the structure step (§3.3 defaults).
+/// Settings of the structure step (defaults in model vignette §12.1 and ?wisp).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct DetectionSettings {
     /// Buffer = ceil(B · buffer_factor); also scales the LRO window.
@@ -98,7 +100,7 @@ pub(crate) struct DetectedStructure {
     /// The degree of every curve.
     pub(crate) structure: Structure,
     /// Per curve (index c·S + s), per treatment: the d change points on the
-    /// 1-based bin axis (found_trt), the initial tpoints.
+    /// 1-based bin axis (model vignette §12.1, step 7), the initial tpoints.
     pub(crate) change_points: Vec<Vec<Vec<f64>>>,
 }
 
@@ -154,7 +156,7 @@ pub(crate) struct CurveDetection {
     pub(crate) centroid_points: Vec<usize>,
     /// Per kept column, its change points after buffer enforcement.
     pub(crate) column_points: Vec<Vec<usize>>,
-    /// Per treatment, the mean over its columns (found_trt).
+    /// Per treatment, the mean over its columns (model vignette §12.1, step 7).
     pub(crate) treatment_points: Vec<Vec<f64>>,
 }
 
@@ -164,7 +166,7 @@ impl CurveDetection {
     }
 }
 
-/// Runs the detection of §3.1 on one curve's series matrix.
+/// Runs the detection of model vignette §12.1 on one curve's series matrix.
 pub(crate) fn detect_curve(
     series: &SeriesMatrix,
     treatments: usize,
