@@ -604,7 +604,11 @@ quantile_residuals <- function(fit, call = sys.call(-1)) {
 #'   [wisp()] with `bootstraps.num`, or [wisp_statistics()] with `boot`):
 #'   percentile intervals, the (1 - level) / 2 and (1 + level) / 2
 #'   quantiles (R's type 7) of the curve over the replicates the fit's
-#'   statistics use, as the bands of [plot.wisp()];
+#'   statistics use, as the bands of [plot.wisp()]. An animal's curve
+#'   has bootstrap intervals only when the replicates keep the animals
+#'   (`resample = "parametric"` or `"cells"` in [bs_batch()]): under
+#'   `"animals"` (the count likelihood's default) a replicate's random
+#'   effects are `NaN`, and asking for them is an error;
 #' - `"wald"` (the default otherwise; count likelihood only): the curve
 #'   ± the normal quantile times its standard error by the delta method,
 #'   from the gradient of the curve in the fixed effects and [vcov.wisp()].
@@ -844,6 +848,13 @@ prediction_intervals <- function(object, points, pred_log, level, method,
                  "or wisp_statistics(fit, boot = bs_batch(fit, ...)).", call = call)
     }
     boot <- object$bootstrap
+    if (identical(boot$resample, "animals") && any(points$ran != "none")) {
+      stop_input("bootstrap intervals of an animal's curve need replicates that keep the ",
+                 "animals: under resample = \"animals\" a replicate's random effects belong ",
+                 "to whichever animal was drawn, so they are NaN. Predict the population curve ",
+                 "(ran = \"none\"), or bootstrap with bs_batch(fit, ..., resample = ",
+                 "\"parametric\") and attach it with wisp_statistics(fit, boot = ).", call = call)
+    }
     use <- bootstrap_used_replicates(boot, object$stats$replicates.used)
     values <- curve_values(object, points, boot$t[use, , drop = FALSE])
     limits <- apply(values, 1L, function(v) {

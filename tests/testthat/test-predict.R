@@ -170,36 +170,70 @@ test_that("predict() gives Wald intervals of population curves by the delta meth
                class = "wisp_input_error", regexp = "bootstrap")
 })
 
+# Percentile limits at `level` of the reference curve over the replicates a
+# fit's statistics use, computed here from fit$bootstrap$t.
+reference_percentiles <- function(fit, grid, level, animal = NULL) {
+  reference <- if (fit_label(fit) == "nb") reference_count_curve else reference_original_curve
+  d <- fit$bootstrap$diagnostics
+  replicates <- fit$bootstrap$t[d$ok & d$converged %in% TRUE, , drop = FALSE]
+  expect_gt(nrow(replicates), 10)
+  curves <- vapply(seq_len(nrow(replicates)), function(i) {
+    estimates <- stats::setNames(replicates[i, ], names(fit$fitted.parameters))
+    reference(fit, grid$depth_bin, "context1", "gene2", "right", animal = animal,
+              estimates = estimates)
+  }, numeric(nrow(grid)))
+  a <- (1 - level) / 2
+  apply(curves, 1, function(v) {
+    quantile(v[is.finite(v)], probs = c(a, 1 - a), type = 7, names = FALSE)
+  })
+}
+
 test_that("predict() gives bootstrap percentile intervals from the fit's replicates", {
   level <- 0.8
+  grid <- smooth_grid()[seq(1, 117, by = 8), ]
   for (fit in list(lab_booted(), lab_booted_original())) {
     label <- fit_label(fit)
     reference <- if (label == "nb") reference_count_curve else reference_original_curve
-    grid <- smooth_grid()[seq(1, 117, by = 8), ]
-    d <- fit$bootstrap$diagnostics
-    replicates <- fit$bootstrap$t[d$ok & d$converged %in% TRUE, , drop = FALSE]
-    expect_gt(nrow(replicates), 10)
-    curves <- vapply(seq_len(nrow(replicates)), function(i) {
-      estimates <- stats::setNames(replicates[i, ], names(fit$fitted.parameters))
-      reference(fit, grid$depth_bin, "context1", "gene2", "right", estimates = estimates)
-    }, numeric(nrow(grid)))
-    limits <- apply(curves, 1, function(v) {
-      quantile(v[is.finite(v)], probs = c(0.1, 0.9), type = 7, names = FALSE)
-    })
+    limits <- reference_percentiles(fit, grid, level)
     out <- predict(fit, grid, interval = "confidence", level = level)
     expect_equal(unname(out[, "lwr"]), limits[1, ], tolerance = 1e-8, label = label)
     expect_equal(unname(out[, "upr"]), limits[2, ], tolerance = 1e-8, label = label)
     expect_equal(unname(out[, "fit"]), reference(fit, grid$depth_bin, "context1", "gene2", "right"),
                  tolerance = 1e-9, label = label)
-    # An animal's curve has bootstrap intervals too.
-    animal <- predict(fit, transform(grid, mouse = "mouse3"), interval = "confidence")
-    expect_true(all(animal[, "lwr"] <= animal[, "upr"]), label = label)
   }
   # Wald intervals remain available for a bootstrapped count fit.
   booted <- lab_booted()
-  grid <- smooth_grid()[1:5, ]
   expect_false(isTRUE(all.equal(predict(booted, grid, interval = "confidence", method = "wald"),
                                 predict(booted, grid, interval = "confidence"))))
+})
+
+test_that("bootstrap intervals of an animal's curve need replicates that keep the animals", {
+  level <- 0.8
+  grid <- transform(smooth_grid()[seq(1, 117, by = 8), ], mouse = "mouse3")
+  # The original's cell resampling keeps the animals.
+  fit <- lab_booted_original()
+  limits <- reference_percentiles(fit, grid, level, animal = "mouse3")
+  out <- predict(fit, grid, interval = "confidence", level = level)
+  expect_equal(unname(out[, "lwr"]), limits[1, ], tolerance = 1e-8)
+  expect_equal(unname(out[, "upr"]), limits[2, ], tolerance = 1e-8)
+  # The count likelihood's default resamples animals: a replicate's random
+  # effects are NaN, so an animal's curve has no bootstrap interval.
+  booted <- lab_booted()
+  expect_identical(booted$bootstrap$resample, "animals")
+  warps <- booted$parameters$name[booted$parameters$role == "warp"]
+  ok <- booted$bootstrap$diagnostics$ok %in% TRUE
+  expect_true(all(is.nan(booted$bootstrap$t[ok, warps])))
+  expect_error(predict(booted, grid, interval = "confidence"), class = "wisp_input_error",
+               regexp = "resample = \"parametric\"")
+  # A parametric bootstrap keeps them.
+  fit <- lab_fit()
+  boot <- bs_batch(fit, 19, resample = "parametric", seed = 5, progress = FALSE)
+  parametric <- suppressWarnings(wisp_statistics(fit, boot = boot))
+  limits <- reference_percentiles(parametric, grid, level, animal = "mouse3")
+  expect_false(anyNA(limits))
+  out <- predict(parametric, grid, interval = "confidence", level = level)
+  expect_equal(unname(out[, "lwr"]), limits[1, ], tolerance = 1e-8)
+  expect_equal(unname(out[, "upr"]), limits[2, ], tolerance = 1e-8)
 })
 
 test_that("arguments a method does not take are errors, not swallowed", {
