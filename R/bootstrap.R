@@ -89,7 +89,7 @@
 #'   is not a checkpoint, or a checkpoint of another fit or seed, is an error
 #'   and is left unchanged. Use one path per run, and one run at a time.
 #' @param progress Report progress through the progressr package (when
-#'   installed) as replicates finish.
+#'   installed) as replicates finish: see "Progress" below.
 #' @param resample What a replicate redraws: `"animals"` (the default for the
 #'   count likelihood), the random levels with replacement within the groups
 #'   of animals that share their between-animal factor levels, each drawn
@@ -127,6 +127,26 @@
 #' future.batchtools is shipped: `system.file("templates", "slurm.tmpl",
 #' package = "wispack")`; `vignette("cluster", package = "wispack")` walks
 #' through a run.
+#' @section Progress:
+#' With `progress = TRUE` (the default in interactive sessions) and the
+#' progressr package installed, `bs_batch()` signals one progress step per
+#' replicate through progressr. Nothing is shown until you choose how:
+#' `progressr::handlers(global = TRUE)` once per session shows every later
+#' run's progress (with `progressr::handlers("txtprogressbar")`, `"cli"`,
+#' ... to choose the style), or wrap a single call in
+#' `progressr::with_progress()`. In a non-interactive session (e.g.
+#' `Rscript`), also set `options(progressr.enable = TRUE)`. When a step
+#' arrives depends on the backend:
+#' * `"fork"`, `"serial"`: as each replicate ends (after it was appended to
+#'   the checkpoint).
+#' * `"future"`: as each chunk is collected, one step per replicate of the
+#'   chunk (smaller `chunk.size`, finer progress).
+#' * `"mclapply"`: all at the end: [parallel::mclapply()] returns only when
+#'   every replicate has ended, so there is nothing to report before.
+#'
+#' Progress conditions reach handlers set with [withCallingHandlers()]
+#' around the call on every backend. An error in such a handler (or Ctrl-C
+#' while one runs) stops the run: forked workers are killed first.
 #' @section Platforms:
 #' * Linux: every backend, `"fork"` by default. The memory columns of
 #'   `diagnostics` are read from `/proc`: `peak_rss_mb` (the worker's peak
@@ -459,27 +479,34 @@ collect_replicates <- function(results, notify, parameter_count, checkpoint = NU
 
 fork_replicates <- function(plan, resample, seed, replicates, workers, tasks_per_child, schedule,
                             timeout, memory_limit, trim_memory, notify, checkpoint = NULL) {
-  out <- bootstrap_fork_rust(
+  out <- continue_jump(bootstrap_fork_rust(
     plan, resample, as.double(seed), as.integer(replicates), as.integer(workers),
     as.integer(tasks_per_child), schedule, as.double(timeout),
     if (is.null(memory_limit)) NA_real_ else as.double(memory_limit),
     trim_memory, function(replicate, ok) notify(),
     if (is.null(checkpoint)) "" else checkpoint$path,
     if (is.null(checkpoint)) "" else checkpoint$key
-  )
+  ))
   estimates <- matrix(out$estimates, nrow = length(replicates), ncol = out$parameter_count,
                       byrow = TRUE)
   list(estimates = estimates, diagnostics = new_diagnostics(out$diagnostics),
        interrupted = isTRUE(out$interrupted), checkpoint_error = out$checkpoint_error)
 }
 
-progress_notifier <- function(progress, steps) {
+# A function that signals one step of progress through progressr (when
+# `progress` and progressr is installed; a no-op otherwise), for `steps`
+# steps; `type = "finish"` finishes it. With `on_exit`, the progressor also
+# finishes when the frame `envir` (by default the caller's) exits. Whether
+# and how progress is shown is progressr's business
+# (progressr::handlers(global = TRUE), and the option progressr.enable
+# outside interactive sessions).
+progress_notifier <- function(progress, steps, envir = parent.frame(), on_exit = TRUE) {
+  force(envir)
   if (progress && requireNamespace("progressr", quietly = TRUE)) {
-    # Finished when bs_batch() returns, not when this helper does.
-    step <- progressr::progressor(steps = steps, envir = parent.frame())
-    function() step()
+    step <- progressr::progressor(steps = steps, envir = envir, on_exit = on_exit)
+    function(...) step(...)
   } else {
-    function() invisible()
+    function(...) invisible()
   }
 }
 

@@ -49,7 +49,10 @@ degree_vector <- function(degrees, contexts, species, call = sys.call(-1)) {
 }
 
 # Fits the count model. Returns what wisp_count_result() assembles.
-count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL) {
+# `progress` is NULL or function(stage, done, total), called as each fit of
+# the grid search ("grid") and each gene ("fit") ends (see stage_progress()).
+count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL,
+                      progress = NULL) {
   codes <- coded_tokens(prepared$tokens, prepared$fixed_effects)
   time_series_index <- if (is.null(prepared$time_series)) -1L else
     match(prepared$time_series, prepared$fixed_effects) - 1L
@@ -66,13 +69,14 @@ count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL) 
     fixed_sd = if (length(settings$random_sd) == 3L) settings$random_sd else NULL,
     workers = as.double(workers)
   )
-  fitted <- with_context(count_fit_rust(
+  fitted <- with_context(continue_jump(count_fit_rust(
     as.double(prepared$tokens$count), as.integer(prepared$tokens$bin),
     codes$context, codes$species_code, codes$ran, as.integer(codes$factor_codes),
     if (is.null(prepared$cells)) integer() else as.integer(prepared$cells),
     codes$contexts, codes$species, codes$ran_levels, as.character(prepared$fixed_effects),
-    unname(codes$factor_levels), as.integer(time_series_index), as.integer(bins), core
-  ), "cannot fit the model: ")
+    unname(codes$factor_levels), as.integer(time_series_index), as.integer(bins), core,
+    progress
+  )), "cannot fit the model: ")
   if (!is.null(fitted$grid)) {
     fitted$grid <- as.data.frame(fitted$grid, stringsAsFactors = FALSE)
     fitted$grid$NLL <- fitted$grid$neg_loglik

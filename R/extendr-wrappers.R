@@ -5,6 +5,13 @@
 #' @useDynLib wispack, .registration = TRUE
 NULL
 
+#' The routine that resumes a jump out of an R callback that ran while Rust
+#' worked: `.Call(unwind_routine_rust(), value$wisp_unwind)` (see
+#' `continue_jump()` in R/rust.R).
+#' @keywords internal
+#' @noRd
+unwind_routine_rust <- function() rust_result(.Call(wrap__unwind_routine_rust))
+
 #' Build a model from coded token columns and return its saved state.
 #' Levels are coded from 0; `factor_codes` holds one column per factor,
 #' column-major; `time_series` is the 0-based factor index or -1;
@@ -24,6 +31,13 @@ model_describe_rust <- function(bytes) rust_result(.Call(wrap__model_describe_ru
 #' @keywords internal
 #' @noRd
 model_predict_rust <- function(bytes, x) rust_result(.Call(wrap__model_predict_rust, bytes, x))
+
+#' Ψ at curve points (fractional bins allowed) for each parameter vector of
+#' `samples` (one after another), sample-major. `block` indexes the model's
+#' random levels as `model_describe_rust()` lists them (population included).
+#' @keywords internal
+#' @noRd
+model_curves_rust <- function(bytes, samples, block, context, species, treatment, x) rust_result(.Call(wrap__model_curves_rust, bytes, samples, block, context, species, treatment, x))
 
 #' Whether `x` is feasible: every boundary distance positive and every
 #' predicted log rate finite and at least -0.01.
@@ -68,10 +82,13 @@ saved_reseal_rust <- function(bytes) rust_result(.Call(wrap__saved_reseal_rust, 
 wisp_fit_rust <- function(bytes, window, cutoff, method, ctol, max_evals, rise_threshold_factor, seed, degrees) rust_result(.Call(wrap__wisp_fit_rust, bytes, window, cutoff, method, ctol, max_evals, rise_threshold_factor, seed, degrees))
 
 #' The LRO grid search: every (window factor, cutoff) pair detected, each
-#' distinct structure fitted once in a forked child.
+#' distinct structure fitted once in a forked child. `progress(stage, done,
+#' total)` (an R function, or NULL) is told, through a [`Relay`], the number
+#' of distinct structures (stage "grid", done = 0) and each fit as it ends;
+#' a jump out of it stops the search and is handed back to R.
 #' @keywords internal
 #' @noRd
-wisp_grid_search_rust <- function(bytes, method, ctol, max_evals, rise_threshold_factor, seed, workers) rust_result(.Call(wrap__wisp_grid_search_rust, bytes, method, ctol, max_evals, rise_threshold_factor, seed, workers))
+wisp_grid_search_rust <- function(bytes, method, ctol, max_evals, rise_threshold_factor, seed, workers, progress) rust_result(.Call(wrap__wisp_grid_search_rust, bytes, method, ctol, max_evals, rise_threshold_factor, seed, workers, progress))
 
 #' Fit a model (with its structure) from a given start (benchmark hook).
 #' @keywords internal
@@ -85,10 +102,14 @@ model_fit_rust <- function(bytes, start, ctol, max_evals) rust_result(.Call(wrap
 #' ("none", "AIC", "BIC", "NLL"), `window`, `cutoff`, `method`,
 #' `buffer_factor`, `rise_threshold_factor`, `slope_prior_sd`, `step_prior_sd`,
 #' `effect_prior_sd`, `fixed_sd`
-#' (NULL or point, rate, slope), `workers`.
+#' (NULL or point, rate, slope), `workers`. `progress(stage, done, total)`
+#' (an R function, or NULL) is told, through a [`Relay`], the number of
+#' distinct structures of the grid search (stage "grid") and of species
+#' (stage "fit") before the first fit of each stage (done = 0), and each
+#' fit as it ends; a jump out of it stops the fit and is handed back to R.
 #' @keywords internal
 #' @noRd
-count_fit_rust <- function(count, bin, context, species, ran, factor_codes, cell, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings) rust_result(.Call(wrap__count_fit_rust, count, bin, context, species, ran, factor_codes, cell, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings))
+count_fit_rust <- function(count, bin, context, species, ran, factor_codes, cell, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings, progress) rust_result(.Call(wrap__count_fit_rust, count, bin, context, species, ran, factor_codes, cell, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings, progress))
 
 count_describe_rust <- function(plan) rust_result(.Call(wrap__count_describe_rust, plan))
 
@@ -97,6 +118,19 @@ count_describe_rust <- function(plan) rust_result(.Call(wrap__count_describe_rus
 #' @keywords internal
 #' @noRd
 count_predict_rust <- function(plan, parameters) rust_result(.Call(wrap__count_predict_rust, plan, parameters))
+
+#' Ψ at curve points (fractional bins allowed) for each reported vector of
+#' `samples` (one after another), sample-major. `ran` holds 0-based animal
+#' indices, -1 for the population curve.
+#' @keywords internal
+#' @noRd
+count_curves_rust <- function(plan, samples, ran, context, species, treatment, x) rust_result(.Call(wrap__count_curves_rust, plan, samples, ran, context, species, treatment, x))
+
+#' Ψ of population curves at points and its gradient in the reported
+#' vector (point-major, one full row per point), for the delta method.
+#' @keywords internal
+#' @noRd
+count_curve_gradients_rust <- function(plan, parameters, context, species, treatment, x) rust_result(.Call(wrap__count_curve_gradients_rust, plan, parameters, context, species, treatment, x))
 
 count_bands_rust <- function(plan, samples, probabilities) rust_result(.Call(wrap__count_bands_rust, plan, samples, probabilities))
 
@@ -125,7 +159,9 @@ plan_info_rust <- function(plan, resample) rust_result(.Call(wrap__plan_info_rus
 #' Bootstrap replicates on the fork engine. With a non-empty `checkpoint`
 #' path (a file prepared by `checkpoint_open_rust`), the parent appends every
 #' replicate's outcome to it, fsync'd, as it arrives. A Ctrl-C returns the
-#' replicates finished so far with `interrupted = TRUE`.
+#' replicates finished so far with `interrupted = TRUE`. `on_result(replicate,
+#' ok)` is called (through a [`Relay`]) as each replicate ends; a jump out of
+#' it stops the run and is handed back to R to resume.
 #' @keywords internal
 #' @noRd
 bootstrap_fork_rust <- function(plan, resample, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, checkpoint, key) rust_result(.Call(wrap__bootstrap_fork_rust, plan, resample, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, checkpoint, key))

@@ -100,7 +100,7 @@ bootstrap_resolution <- function(replicates, tests, alpha) {
 #'   default).
 #' @param type `"fixed"` (baseline parameters and treatment effects) or
 #'   `"beta"` (treatment effects only).
-#' @param ... Unused.
+#' @param ... Nothing: an argument `vcov()` does not take is an error.
 #' @return A symmetric matrix named by parameter.
 #' @export
 #' @examples
@@ -108,6 +108,7 @@ bootstrap_resolution <- function(replicates, tests, alpha) {
 #' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
 #' sqrt(diag(vcov(fit, "beta")))
 vcov.wisp <- function(object, type = c("fixed", "beta"), ...) {
+  check_unused_arguments(..., .method = "vcov.wisp")
   check_wisp_object(object)
   type <- match_choice(type, "type", c("fixed", "beta"))
   if (fit_likelihood(object) != "nb") {

@@ -46,6 +46,36 @@ check_wisp_object <- function(object, call = sys.call(-1)) {
   invisible(object)
 }
 
+# An error naming the arguments a method was given in `...` but does not
+# use (rather than swallowing them), e.g. predict(fit, grid, se.fit = TRUE).
+check_unused_arguments <- function(..., .method = NULL, .call = sys.call(-1)) {
+  if (...length() == 0L) return(invisible())
+  method <- .method
+  call <- .call
+  dots <- as.list(substitute(list(...)))[-1L]
+  labels <- names(dots)
+  if (is.null(labels)) labels <- rep("", length(dots))
+  shown <- vapply(seq_along(dots), function(i) {
+    if (nzchar(labels[i])) labels[i] else paste(deparse(dots[[i]], nlines = 1L), collapse = "")
+  }, "")
+  if (is.null(method)) method <- deparse(call[[1L]], nlines = 1L)
+  stop_input("unused argument", if (length(shown) > 1L) "s", " ",
+             paste0("`", shown, "`", collapse = ", "), ": ", method, "() does not take ",
+             if (length(shown) > 1L) "them" else "it", ".", call = call)
+}
+
+# Which rows of fit$count.data.summed belong to an animal (random level) x
+# treatment combination that was observed; population rows (ran "none")
+# always do. Under the count likelihood every row does (its table holds the
+# observed cells only); the original's summed table has every combination,
+# also those never observed, e.g. an animal under another genotype when
+# animals are nested in genotype.
+observed_rows <- function(fit) {
+  d <- fit$count.data.summed
+  key <- paste(d$ran, d$treatment, sep = "\r")
+  d$ran == "none" | key %in% key[!is.na(d$count)]
+}
+
 # The parameter table with a logical selector for `type`.
 wisp_parameter_selector <- function(parameters, type) {
   switch(type,
@@ -201,7 +231,7 @@ print.wisp <- function(x, ...) {
 #' @param level `NULL` (the statistics the fit carries), or a confidence
 #'   level at which [wisp_statistics()] recomputes them with the fit's method
 #'   and adjustment (Wald tests for a count fit without any).
-#' @param ... Unused.
+#' @param ... Nothing: an argument `summary()` does not take is an error.
 #' @return An object of class `"summary.wisp"`: a list with `call`,
 #'   `coefficients` (a data.frame, one row per fixed-effect parameter:
 #'   `parameter, role, component, context, species, block, treatment,
@@ -225,6 +255,7 @@ print.wisp <- function(x, ...) {
 #' head(s$coefficients)
 #' }
 summary.wisp <- function(object, level = NULL, ...) {
+  check_unused_arguments(..., .method = "summary.wisp")
   check_wisp_object(object)
   object <- statistics_at(object, level)
   p <- object$parameters
@@ -347,7 +378,7 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
 #' @param type Which parameters: `"all"`, `"fixed"` (baseline and treatment
 #'   effects), `"baseline"`, `"beta"` (treatment effects) or `"warp"`
 #'   (random-level warping factors).
-#' @param ... Unused.
+#' @param ... Nothing: an argument `coef()` does not take is an error.
 #' @return A named numeric vector of estimates (the medians of the bootstrap
 #'   replicates when the fit was made with `use.median = TRUE`).
 #' @export
@@ -356,6 +387,7 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
 #' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
 #' coef(fit, "beta")
 coef.wisp <- function(object, type = c("all", "fixed", "baseline", "beta", "warp"), ...) {
+  check_unused_arguments(..., .method = "coef.wisp")
   type <- match_choice(type, "type", c("all", "fixed", "baseline", "beta", "warp"))
   keep <- wisp_parameter_selector(object$parameters, type)
   object$fitted.parameters[object$parameters$name[keep]]
@@ -385,7 +417,7 @@ coef.wisp <- function(object, type = c("all", "fixed", "baseline", "beta", "warp
 #' @param level Confidence level.
 #' @param method `"auto"` (bootstrap when the fit carries replicates, Wald
 #'   otherwise), `"wald"` or `"bootstrap"`.
-#' @param ... Unused.
+#' @param ... Nothing: an argument `confint()` does not take is an error.
 #' @return A matrix with one row per parameter and columns for the lower and
 #'   upper limits, labelled in percent (as [stats::confint()]).
 #' @export
@@ -397,6 +429,7 @@ coef.wisp <- function(object, type = c("all", "fixed", "baseline", "beta", "warp
 #' confint(boot, parm = names(coef(fit, "beta")), level = 0.9)
 confint.wisp <- function(object, parm, level = 0.95, method = c("auto", "wald", "bootstrap"),
                          ...) {
+  check_unused_arguments(..., .method = "confint.wisp")
   check_wisp_object(object)
   check_number(level, "level", lower = 0.5, upper = 0.9999)
   method <- match_choice(method, "method", c("auto", "wald", "bootstrap"))
@@ -427,6 +460,7 @@ confint.wisp <- function(object, parm, level = 0.95, method = c("auto", "wald", 
 #' @rdname confint.wisp
 #' @export
 confint.wisp_bootstrap <- function(object, parm, level = 0.95, ...) {
+  check_unused_arguments(..., .method = "confint.wisp_bootstrap")
   if (is.null(object$t)) stop_input("the bootstrap has no successful replicate.")
   use <- object$diagnostics$ok %in% TRUE
   replicates <- object$t[use, , drop = FALSE]
@@ -436,13 +470,20 @@ confint.wisp_bootstrap <- function(object, parm, level = 0.95, ...) {
 #' Fitted values and residuals of a wisp fit
 #'
 #' One value per row of `fit$count.data.summed` (population rows, `ran ==
-#' "none"`, included), in its order.
+#' "none"`, included), in its order, except rows of an animal (random level)
+#' under a treatment it was never observed in. Those exist only in the
+#' summed table of `likelihood = "original"` (as in the original package),
+#' which has every animal x treatment combination: with animals nested in a
+#' between-animal factor (e.g. each animal has one genotype), an animal has
+#' no fitted values under the other levels of that factor. `fitted(fit)`
+#' is `fit$count.data.summed$pred[keep]` with `keep` the observed
+#' combinations' rows (all rows under the count likelihood, whose table holds
+#' observed cells only).
 #'
 #' `residuals()` follows R's convention, observed minus fitted. Note that
 #' the residual tables of the original wispack were fitted minus observed:
 #' their signs are reversed.
 #'
-#' @param object A `"wisp"` object from [wisp()].
 #' `residuals(type = "quantile")` (count likelihood only) gives randomized
 #' quantile residuals (Dunn and Smyth 1996): for an observed count y with
 #' fitted negative-binomial distribution F (mean `pred`, size `exposure /
@@ -452,14 +493,16 @@ confint.wisp_bootstrap <- function(object, parm, level = 0.95, ...) {
 #' (a missing transition, ignored overdispersion). The draws use R's random
 #' number generator: call [set.seed()] first to repeat them.
 #'
+#' @param object A `"wisp"` object from [wisp()].
 #' @param type For `fitted()`: `"response"` (expected counts, `pred`) or
 #'   `"link"` (log scale, `pred.log` = log(rate + 1)). For `residuals()`:
 #'   `"response"` (`count - pred`), `"log"` (`count.log - pred.log`) or
 #'   `"quantile"` (randomized quantile residuals, count likelihood only).
-#' @param ... Unused.
+#' @param ... Nothing: an argument these methods do not take is an error.
 #' @return A numeric vector; residuals are `NA` where the summed cell is
 #'   empty (no observed count) and, for the quantile residuals, on the
 #'   population rows.
+#' @seealso [predict.wisp()] for the curves at any bins and for intervals.
 #' @export
 #' @examples
 #' counts <- wisp_simulate(n.genes = 2, n.bins = 40)
@@ -467,20 +510,23 @@ confint.wisp_bootstrap <- function(object, parm, level = 0.95, ...) {
 #' head(fitted(fit))
 #' summary(residuals(fit, type = "log"))
 fitted.wisp <- function(object, type = c("response", "link"), ...) {
+  check_unused_arguments(..., .method = "fitted.wisp")
   type <- match_choice(type, "type", c("response", "link"))
-  d <- object$count.data.summed
+  d <- object$count.data.summed[observed_rows(object), , drop = FALSE]
   if (type == "response") d$pred else d$pred.log
 }
 
 #' @rdname fitted.wisp
 #' @export
 residuals.wisp <- function(object, type = c("response", "log", "quantile"), ...) {
+  check_unused_arguments(..., .method = "residuals.wisp")
   type <- match_choice(type, "type", c("response", "log", "quantile"))
-  d <- object$count.data.summed
+  keep <- observed_rows(object)
+  d <- object$count.data.summed[keep, , drop = FALSE]
   switch(type,
     response = d$count - d$pred,
     log = d$count.log - d$pred.log,
-    quantile = quantile_residuals(object)
+    quantile = quantile_residuals(object)[keep]
   )
 }
 
@@ -517,54 +563,166 @@ quantile_residuals <- function(fit, call = sys.call(-1)) {
 
 #' Predictions of a wisp fit
 #'
-#' Evaluates the fitted curves (with the fit's parameters) on the summed
-#' grid and returns them for the rows of `newdata`.
+#' Evaluates the fitted curves (with the fit's parameters) at any position
+#' on the bin axis, for the population or for an animal, optionally with
+#' confidence intervals.
+#'
+#' @section Columns of `newdata`:
+#' Columns may be named as in your data (the columns mapped in
+#' `variables` of [wisp()], e.g. `gene` for `variables = list(species =
+#' "gene")`, kept in `fit$variables`) or by their role:
+#' - the bin (`bin`, or your bin column): numbers from 1 to the number of
+#'   bins; fractional positions (e.g. `seq(1, 40, by = 0.1)`) give smooth
+#'   curves, since the curves are functions of a continuous position;
+#' - the context and the gene (`context`, `species`, or your columns);
+#'   a fit with a single context or gene takes it when the column is
+#'   missing;
+#' - the treatment: a `treatment` column (names as in
+#'   `fit$treatment$names`), or one column per fixed effect
+#'   (`fit$fix$names`) giving its level;
+#' - optionally the animal (`ran`, or your random-level column): default
+#'   `"none"`, the population curve (with a single random level under
+#'   `likelihood = "original"`, that level);
+#' - optionally `exposure` (count likelihood, `type = "response"`): the
+#'   exposure the expected count is for (default 1: the rate per cell, or
+#'   per bin with `exposure = "none"`).
+#'
+#' Other columns are ignored.
+#'
+#' @section Animals under treatments they were not observed in:
+#' An animal's curve is predicted only under the treatments the animal was
+#' observed in. With animals nested in a between-animal factor (each animal
+#' has one genotype, say), "animal KO_m1 under WT" does not exist, and
+#' asking for it is an error of class `wisp_input_error` that names the
+#' combination: predict the population curve (`ran = "none"`) instead. The
+#' error (rather than the population curve with a message) keeps a grid of
+#' every animal x treatment from silently mixing animals' and population
+#' curves.
+#'
+#' @section Intervals:
+#' `interval = "confidence"` gives pointwise intervals of the curve at
+#' `level`:
+#' - `"bootstrap"` (the default when the fit carries bootstrap replicates,
+#'   [wisp()] with `bootstraps.num`, or [wisp_statistics()] with `boot`):
+#'   percentile intervals, the (1 - level) / 2 and (1 + level) / 2
+#'   quantiles (R's type 7) of the curve over the replicates the fit's
+#'   statistics use, as the bands of [plot.wisp()]. An animal's curve
+#'   has bootstrap intervals only when the replicates keep the animals
+#'   (`resample = "parametric"` or `"cells"` in [bs_batch()]): under
+#'   `"animals"` (the count likelihood's default) a replicate's random
+#'   effects are `NaN`, and asking for them is an error;
+#' - `"wald"` (the default otherwise; count likelihood only): the curve
+#'   ± the normal quantile times its standard error by the delta method,
+#'   from the gradient of the curve in the fixed effects and [vcov.wisp()].
+#'   Wald intervals are of population curves (`ran = "none"`): the
+#'   covariance holds the fixed effects, not an animal's random effects.
+#'   They are `NA` where a parameter of the curve has no variance (on a
+#'   bound, or not informed by the data).
+#'
+#' Intervals are computed on the log scale and carried to the response scale
+#' by the (increasing) rate function, so they are not symmetric there.
 #'
 #' @param object A `"wisp"` object from [wisp()].
-#' @param newdata `NULL` (the rows of `fit$count.data.summed`) or a
-#'   data.frame with columns `bin` (whole numbers from 1 to the number of
-#'   bins), `context`, `species`, and either `treatment` (names as in
-#'   `fit$treatment$names`) or one column per fixed effect (`fit$fix$names`)
-#'   giving its level; optionally `ran` (default `"none"`, the population
-#'   curve; with a single random level, that level).
+#' @param newdata `NULL` (the rows of [fitted.wisp()], that is of
+#'   `fit$count.data.summed` for the animal x treatment combinations that
+#'   were observed) or a data.frame; see "Columns of `newdata`".
 #' @param type `"link"` (log scale, log(rate + 1)) or `"response"`
-#'   (expected counts).
-#' @param ... Unused.
-#' @return A numeric vector, one value per row of `newdata`. On the training
-#'   grid, `predict(fit, type = "response")` equals `fitted(fit)`.
+#'   (expected counts: the rate, times `exposure` under the count
+#'   likelihood).
+#' @param interval `"none"` or `"confidence"` (see "Intervals").
+#' @param level Confidence level of the intervals.
+#' @param method How intervals are computed: `"auto"` (bootstrap when the
+#'   fit carries replicates, Wald otherwise), `"wald"` or `"bootstrap"`.
+#' @param ... Nothing: an argument `predict()` does not take (e.g.
+#'   `se.fit`) is an error.
+#' @return With `interval = "none"`, a numeric vector, one value per row of
+#'   `newdata`; on the training grid, `predict(fit, type = "response")`
+#'   equals `fitted(fit)`. With `interval = "confidence"`, a matrix with
+#'   columns `fit`, `lwr` and `upr` (as [stats::predict.lm()]).
+#' @seealso [fitted.wisp()], [confint.wisp()], [plot.wisp()]
 #' @export
 #' @examples
 #' counts <- wisp_simulate(n.genes = 2, n.bins = 40)
 #' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
-#' grid <- data.frame(bin = 1:40, context = "context1", species = "gene1",
-#'                    treatment = "right")
-#' plot(predict(fit, grid, type = "response"), type = "l")
-predict.wisp <- function(object, newdata = NULL, type = c("link", "response"), ...) {
+#' grid <- data.frame(bin = seq(1, 40, by = 0.25), context = "context1",
+#'                    species = "gene1", treatment = "right")
+#' curve <- predict(fit, grid, type = "response", interval = "confidence")
+#' matplot(grid$bin, curve, type = "l", lty = c(1, 2, 2), col = 1,
+#'         xlab = "bin", ylab = "expected count per cell")
+predict.wisp <- function(object, newdata = NULL, type = c("link", "response"),
+                         interval = c("none", "confidence"), level = 0.95,
+                         method = c("auto", "wald", "bootstrap"), ...) {
+  check_unused_arguments(..., .method = "predict.wisp")
   check_wisp_fit(object, call = sys.call())
   type <- match_choice(type, "type", c("link", "response"))
-  pred_log <- fit_predictions(object, object$fitted.parameters)
-  summed <- object$count.data.summed
-  response <- fit_response(object, pred_log)
-  if (!is.null(newdata)) {
-    at <- match_prediction_rows(object, summed, newdata)
-    pred_log <- pred_log[at]
-    response <- response[at]
+  interval <- match_choice(interval, "interval", c("none", "confidence"))
+  check_number(level, "level", lower = 0.5, upper = 0.9999)
+  method <- match_choice(method, "method", c("auto", "wald", "bootstrap"))
+  nb <- fit_likelihood(object) == "nb"
+  if (is.null(newdata)) {
+    keep <- observed_rows(object)
+    summed <- object$count.data.summed
+    pred_log <- fit_predictions(object, object$fitted.parameters)
+    response <- fit_response(object, pred_log)
+    pred_log <- pred_log[keep]
+    response <- response[keep]
+    if (interval == "none") return(if (type == "response") response else pred_log)
+    rows <- summed[keep, , drop = FALSE]
+    exposure <- if (nb) ifelse(is.na(rows$exposure), 1, rows$exposure) else rep(1, nrow(rows))
+    points <- list(ran = rows$ran, context = rows$context, species = rows$species,
+                   treatment = rows$treatment, bin = as.numeric(rows$bin), exposure = exposure)
+  } else {
+    points <- prediction_points(object, newdata)
+    pred_log <- curve_values(object, points, object$fitted.parameters)[, 1L]
+    response <- if (nb) count_rate(pred_log) * points$exposure else exp(pred_log) - 1
+    if (interval == "none") return(if (type == "response") response else pred_log)
   }
-  if (type == "response") response else pred_log
+  bounds <- prediction_intervals(object, points, pred_log, level, method)
+  out <- cbind(fit = pred_log, lwr = bounds$lower, upr = bounds$upper)
+  if (type == "response") {
+    out[, "lwr"] <- if (nb) count_rate(out[, "lwr"]) * points$exposure else exp(out[, "lwr"]) - 1
+    out[, "upr"] <- if (nb) count_rate(out[, "upr"]) * points$exposure else exp(out[, "upr"]) - 1
+    out[, "fit"] <- response
+  }
+  rownames(out) <- NULL
+  out
 }
 
-match_prediction_rows <- function(object, summed, newdata, call = sys.call(-1)) {
+# The column of `newdata` that holds `role`: the user's column for it (as
+# mapped in fit$variables) or the role's own name; NULL when neither.
+newdata_column <- function(fit, newdata, role) {
+  mapped <- fit$variables[[role]]
+  for (name in unique(c(if (is.character(mapped) && length(mapped) == 1L) mapped, role))) {
+    if (name %in% names(newdata)) return(newdata[[name]])
+  }
+  NULL
+}
+
+# How a role's column may be named in `newdata`, for messages.
+newdata_column_names <- function(fit, role) {
+  mapped <- fit$variables[[role]]
+  names <- unique(c(if (is.character(mapped) && length(mapped) == 1L) mapped, role))
+  paste0("`", names, "`", collapse = " or ")
+}
+
+# The points of `newdata` on the fit's curves: labels of the random level,
+# context, species and treatment, the bin (possibly fractional) and the
+# exposure, one per row, checked.
+prediction_points <- function(object, newdata, call = sys.call(-1)) {
   if (!is.data.frame(newdata)) {
     stop_input("`newdata` must be a data.frame or NULL, not ", class(newdata)[1], ".", call = call)
   }
   n <- nrow(newdata)
-  if (is.null(newdata$treatment)) {
-    fixed <- object$fix$names
+  groups <- object$grouping.variables
+  fixed <- object$fix$names
+  treatment_column <- if ("treatment" %in% fixed) NULL else newdata$treatment
+  if (is.null(treatment_column)) {
     missing <- setdiff(fixed, names(newdata))
-    if (length(missing)) {
+    if (length(missing) || !length(fixed)) {
       stop_input("`newdata` needs a `treatment` column (one of ",
-                 paste0("\"", object$treatment$names, "\"", collapse = ", "),
-                 ") or the fixed-effect columns ", paste0("'", fixed, "'", collapse = ", "), ".",
+                 paste0("\"", object$treatment$names, "\"", collapse = ", "), ")",
+                 if (length(fixed)) paste0(" or the fixed-effect columns ",
+                                           paste0("`", fixed, "`", collapse = ", ")), ".",
                  call = call)
     }
     key_of <- function(levels) paste(vapply(fixed, function(f) as.character(levels[[f]]), ""),
@@ -578,21 +736,36 @@ match_prediction_rows <- function(object, summed, newdata, call = sys.call(-1)) 
                  call = call)
     }
   } else {
-    treatment <- as.character(newdata$treatment)
+    treatment <- as.character(treatment_column)
   }
   # "ref" (the reference's name before it was named by its levels) still works
   reference <- reference_treatment_name(unname(object$fix$ref.lvl), object$treatment$names[-1])
   treatment <- as_treatment_names(treatment, reference)
-  for (column in c("bin", "context", "species")) {
-    if (is.null(newdata[[column]])) stop_input("`newdata` needs a `", column, "` column.", call = call)
+  label_column <- function(role, levels, what) {
+    values <- newdata_column(object, newdata, role)
+    if (is.null(values)) {
+      if (length(levels) == 1L) return(rep(levels, n))
+      stop_input("`newdata` needs a column for the ", what, ": ",
+                 newdata_column_names(object, role), ".", call = call)
+    }
+    as.character(values)
   }
+  context <- label_column("context", groups$context.lvls, "contexts")
+  species <- label_column("species", groups$species.lvls, "genes")
+  bin <- newdata_column(object, newdata, "bin")
+  if (is.null(bin)) {
+    stop_input("`newdata` needs a column for the bins: ", newdata_column_names(object, "bin"),
+               ".", call = call)
+  }
+  summed <- object$count.data.summed
   bins <- max(summed$bin)
-  bin <- newdata$bin
-  if (!is.numeric(bin) || anyNA(bin) || any(bin != round(bin)) || any(bin < 1 | bin > bins)) {
-    stop_input("`newdata$bin` must hold whole numbers between 1 and ", bins,
-               " (the fit's bins).", call = call)
+  if (!is.numeric(bin) || anyNA(bin) || any(!is.finite(bin)) || any(bin < 1 | bin > bins)) {
+    stop_input("the bins of `newdata` (", newdata_column_names(object, "bin"), ") must be ",
+               "numbers from 1 to ", bins, " (the fit's bins; fractional positions are fine).",
+               call = call)
   }
-  ran <- if (is.null(newdata$ran)) rep("none", n) else as.character(newdata$ran)
+  ran <- newdata_column(object, newdata, "ran")
+  ran <- if (is.null(ran)) rep("none", n) else as.character(ran)
   summed_ran <- unique(summed$ran)
   if (!"none" %in% summed_ran && length(summed_ran) == 1L) {
     # A single random level plays the population: "none" means it.
@@ -601,22 +774,128 @@ match_prediction_rows <- function(object, summed, newdata, call = sys.call(-1)) 
   check_levels <- function(values, known, what) {
     unknown <- setdiff(unique(values), known)
     if (length(unknown)) {
-      stop_input("`newdata$", what, "` has value", if (length(unknown) > 1) "s", " not in the fit: ",
+      stop_input("`newdata` has ", what, if (length(unknown) > 1) " values" else " value",
+                 " not in the fit: ",
                  paste0("\"", utils::head(unknown, 5), "\"", collapse = ", "), ".", call = call)
     }
   }
-  check_levels(as.character(newdata$context), object$grouping.variables$context.lvls, "context")
-  check_levels(as.character(newdata$species), object$grouping.variables$species.lvls, "species")
-  check_levels(treatment, as_treatment_names(object$treatment$names, reference), "treatment")
-  check_levels(ran, summed_ran, "ran")
-  key <- function(r, c, s, t, b) paste(r, c, s, t, as.integer(b), sep = "\r")
-  at <- match(key(ran, as.character(newdata$context), as.character(newdata$species), treatment, bin),
-              key(summed$ran, summed$context, summed$species, summed$treatment, summed$bin))
-  if (anyNA(at)) {
-    stop_input("some rows of `newdata` are not on the fit's grid (ran x context x species x ",
-               "treatment x bin).", call = call)
+  in_column <- function(what, role) {
+    sprintf("%s (column %s)", what, newdata_column_names(object, role))
   }
-  at
+  check_levels(context, groups$context.lvls, in_column("context", "context"))
+  check_levels(species, groups$species.lvls, in_column("gene", "species"))
+  check_levels(treatment, as_treatment_names(object$treatment$names, reference), "treatment")
+  check_levels(ran, summed_ran, in_column("random level", "ran"))
+  # An animal's curve exists only under the treatments it was observed in.
+  animal <- ran != "none"
+  if (any(animal)) {
+    keep <- observed_rows(object)
+    observed <- unique(paste(summed$ran[keep], summed$treatment[keep], sep = "\r"))
+    asked <- paste(ran, treatment, sep = "\r")
+    unseen <- unique(which(animal & !asked %in% observed))
+    if (length(unseen)) {
+      pairs <- unique(paste0(ran[unseen], " under \"", treatment[unseen], "\""))
+      stop_input("`newdata` asks for animals under treatments they were not observed in: ",
+                 paste(utils::head(pairs, 3), collapse = ", "),
+                 if (length(pairs) > 3) sprintf(" (and %d more)", length(pairs) - 3) else "",
+                 ". An animal has curves only under its own treatments (e.g. not under ",
+                 "another genotype when animals are nested in genotype); use ran = \"none\" ",
+                 "for the population curve.", call = call)
+    }
+  }
+  exposure <- newdata$exposure
+  if (is.null(exposure) || fit_likelihood(object) != "nb") {
+    exposure <- rep(1, n)
+  } else if (!is.numeric(exposure) || anyNA(exposure) || any(!is.finite(exposure)) ||
+             any(exposure <= 0)) {
+    stop_input("`newdata$exposure` must hold positive numbers.", call = call)
+  }
+  list(ran = ran, context = context, species = species, treatment = treatment,
+       bin = as.numeric(bin), exposure = as.numeric(exposure))
+}
+
+# Psi at `points` (from prediction_points()) for each parameter vector: the
+# rows of `samples` (or one vector). A points x samples matrix.
+curve_values <- function(object, points, samples) {
+  count <- length(object$fitted.parameters)
+  samples <- matrix(as.double(samples), ncol = count)
+  code <- function(values, levels) as.integer(match(values, levels) - 1L)
+  if (fit_likelihood(object) == "nb") {
+    model <- count_description(object$plan)
+    ran <- ifelse(points$ran == "none", -1L, code(points$ran, model$ran_levels))
+    values <- count_curves_rust(object$plan, as.vector(t(samples)), as.integer(ran),
+                                code(points$context, model$contexts),
+                                code(points$species, model$species),
+                                code(points$treatment, model$treatments), points$bin)
+  } else {
+    model <- model_from_bytes(object$plan, object$settings)
+    values <- model_curves_rust(object$plan, as.vector(t(samples)),
+                                code(points$ran, model$ran_levels),
+                                code(points$context, model$contexts),
+                                code(points$species, model$species),
+                                code(points$treatment, model$treatments), points$bin)
+  }
+  matrix(values, nrow = length(points$bin))
+}
+
+# Pointwise confidence limits of the curves (log scale) at `points`.
+prediction_intervals <- function(object, points, pred_log, level, method,
+                                 call = sys.call(-1)) {
+  booted <- inherits(object$bootstrap, "wisp_bootstrap")
+  if (method == "auto") method <- if (booted) "bootstrap" else "wald"
+  a <- (1 - level) / 2
+  if (method == "bootstrap") {
+    if (!booted) {
+      stop_input("bootstrap intervals need replicates: use wisp(..., bootstraps.num = 1000), ",
+                 "or wisp_statistics(fit, boot = bs_batch(fit, ...)).", call = call)
+    }
+    boot <- object$bootstrap
+    if (identical(boot$resample, "animals") && any(points$ran != "none")) {
+      stop_input("bootstrap intervals of an animal's curve need replicates that keep the ",
+                 "animals: under resample = \"animals\" a replicate's random effects belong ",
+                 "to whichever animal was drawn, so they are NaN. Predict the population curve ",
+                 "(ran = \"none\"), or bootstrap with bs_batch(fit, ..., resample = ",
+                 "\"parametric\") and attach it with wisp_statistics(fit, boot = ).", call = call)
+    }
+    use <- bootstrap_used_replicates(boot, object$stats$replicates.used)
+    values <- curve_values(object, points, boot$t[use, , drop = FALSE])
+    limits <- apply(values, 1L, function(v) {
+      v <- v[is.finite(v)]
+      if (!length(v)) return(c(NA_real_, NA_real_))
+      stats::quantile(v, c(a, 1 - a), type = 7, names = FALSE)
+    })
+    return(list(lower = limits[1L, ], upper = limits[2L, ]))
+  }
+  if (fit_likelihood(object) != "nb") {
+    stop_input("Wald intervals need the count likelihood (likelihood = \"nb\"): the original's ",
+               "objective is not a likelihood. Bootstrap the fit (wisp(..., bootstraps.num = ",
+               "1000)) for bootstrap intervals.", call = call)
+  }
+  if (any(points$ran != "none")) {
+    stop_input("Wald intervals are of population curves (ran = \"none\"): the covariance holds ",
+               "the fixed effects, not an animal's random effects. Predict with ran = \"none\", ",
+               "or bootstrap the fit for intervals of animals' curves.", call = call)
+  }
+  model <- count_description(object$plan)
+  code <- function(values, levels) as.integer(match(values, levels) - 1L)
+  gradients <- count_curve_gradients_rust(object$plan, as.double(object$fitted.parameters),
+                                          code(points$context, model$contexts),
+                                          code(points$species, model$species),
+                                          code(points$treatment, model$treatments),
+                                          points$bin)
+  count <- length(object$fitted.parameters)
+  gradient <- matrix(gradients$gradient, ncol = count, byrow = TRUE)
+  covariance <- wisp_covariance(object)
+  se <- vapply(seq_len(nrow(gradient)), function(i) {
+    g <- gradient[i, ]
+    if (anyNA(g)) return(NA_real_)
+    used <- which(g != 0)
+    v <- covariance[used, used, drop = FALSE]
+    if (anyNA(v)) return(NA_real_)
+    sqrt(max(0, drop(g[used] %*% v %*% g[used])))
+  }, 0)
+  z <- stats::qnorm(1 - a)
+  list(lower = pred_log - z * se, upper = pred_log + z * se)
 }
 
 #' Log-likelihood, number of observations and information criteria
@@ -654,7 +933,8 @@ nobs.wisp <- function(object, ...) {
 #' Print, summarise and convert a wisp bootstrap
 #'
 #' @param x,object A `"wisp_bootstrap"` object from [bs_batch()].
-#' @param ... Unused.
+#' @param ... Ignored by `print()` and `as.data.frame()`; for `summary()`,
+#'   nothing: an argument it does not take is an error.
 #' @return `print()`: `x`, invisibly. `summary()`: an object of class
 #'   `"summary.wisp_bootstrap"`: a list with `R`, `ok`, `converged`
 #'   (counts), `codes` (a table of convergence codes, failures as
@@ -707,6 +987,7 @@ describe_columns <- function(d, columns) {
 #' @rdname print.wisp_bootstrap
 #' @export
 summary.wisp_bootstrap <- function(object, ...) {
+  check_unused_arguments(..., .method = "summary.wisp_bootstrap")
   d <- object$diagnostics
   reasons <- d$reason[!d$ok %in% TRUE]
   structure(list(

@@ -12,7 +12,9 @@ utils::globalVariables(".data")
 #' * `"ratecount"`: per context (columns) and gene (rows), the rate (the
 #'   expected count) over the bins: the observed counts of the random
 #'   levels, jittered and faint; the fitted curve of each random level,
-#'   dashed; the population curve (random level `"none"`) per treatment,
+#'   dashed, under the treatments it was observed in (with animals nested in
+#'   a between-animal factor, an animal has curves under its own levels
+#'   only); the population curve (random level `"none"`) per treatment,
 #'   solid; the detected change points, dotted; and, when the fit was
 #'   bootstrapped, the 95 % bootstrap band of the population curve. Under
 #'   the count likelihood everything is per unit of exposure (per cell, or
@@ -43,7 +45,8 @@ utils::globalVariables(".data")
 #'   (when there is one) and the change points.
 #' @param roles For `type = "parameters"`: the parameter roles to show, any
 #'   of `"baseline"`, `"beta"` and `"warp"`.
-#' @param ... Unused.
+#' @param ... Nothing: an argument `plot()` does not take (e.g. `main`) is an
+#'   error; add titles and themes to the returned plot with `+`.
 #' @return A ggplot object.
 #' @seealso [plot.wisp_bootstrap()]
 #' @export
@@ -62,6 +65,7 @@ plot.wisp <- function(x, type = c("ratecount", "parameters", "residuals", "effec
                       species = NULL, contexts = NULL, log.scale = NULL, counts = TRUE,
                       samples = TRUE, ci = TRUE, change.points = TRUE,
                       roles = c("baseline", "beta"), ...) {
+  check_unused_arguments(..., .method = "plot.wisp")
   check_wisp_object(x, call = sys.call())
   type <- match_choice(type, "type", c("ratecount", "parameters", "residuals", "effects"))
   species <- check_plot_levels(species, x$grouping.variables$species.lvls, "species")
@@ -122,7 +126,9 @@ wisp_theme <- function(fit) {
 ratecount_plot <- function(fit, species, contexts, log.scale, counts, samples, ci,
                            change.points) {
   d <- fit$count.data.summed
-  d <- d[d$species %in% species & d$context %in% contexts, , drop = FALSE]
+  # Only animals under the treatments they were observed in (the original's
+  # summed table has every animal x treatment combination).
+  d <- d[observed_rows(fit) & d$species %in% species & d$context %in% contexts, , drop = FALSE]
   treatments <- fit$treatment$names
   d$treatment <- factor(d$treatment, levels = treatments)
   d$species <- factor(d$species, levels = species)
@@ -290,7 +296,8 @@ parameter_plot <- function(fit, species, contexts, roles, effects_only) {
 # panels of one plot.
 residual_plot <- function(fit, species, contexts) {
   d <- fit$count.data.summed
-  keep <- d$species %in% species & d$context %in% contexts & !is.na(d$count.log)
+  keep <- observed_rows(fit) & d$species %in% species & d$context %in% contexts &
+    !is.na(d$count.log)
   d <- d[keep, , drop = FALSE]
   panels <- c("histogram of log residuals", "log residuals vs fitted log(rate + 1)")
   residual <- d$count.log - d$pred.log
@@ -318,7 +325,7 @@ residual_plot <- function(fit, species, contexts) {
 #'   (peak RSS, PSS and private dirty memory of the process that ran it),
 #'   coloured by convergence code; `"codes"`: the number of replicates per
 #'   convergence code (failed replicates as `"failed"`).
-#' @param ... Unused.
+#' @param ... Nothing: an argument `plot()` does not take is an error.
 #' @return A ggplot object.
 #' @seealso [summary.wisp_bootstrap()]
 #' @export
@@ -329,6 +336,7 @@ residual_plot <- function(fit, species, contexts) {
 #' plot(boot)
 #' plot(boot, type = "codes")
 plot.wisp_bootstrap <- function(x, type = c("replicates", "codes"), ...) {
+  check_unused_arguments(..., .method = "plot.wisp_bootstrap")
   type <- match_choice(type, "type", c("replicates", "codes"))
   d <- x$diagnostics
   code <- replicate_codes(d)

@@ -27,3 +27,19 @@ test_hooks_enabled <- function() test_hooks_rust()
 inject_faults <- function(faults) {
   invisible(faults_arm_rust(lapply(faults, as.integer)))
 }
+
+# Resumes a jump out of an R callback that ran while Rust worked. Rust calls
+# progress callbacks in R's current context (so withCallingHandlers() and
+# progressr's global handlers see their conditions); when R code jumps out
+# of one (an error in a handler, an exiting handler, Ctrl-C), Rust stops its
+# work (killing its child processes), returns `list(wisp_unwind = ...)`, and
+# the jump goes on from here to where it was going. Returns `value` otherwise.
+# Call it on the Rust wrapper's value directly, with no tryCatch() or
+# withRestarts() in between: the jump may be going to one, and it must
+# still be there.
+continue_jump <- function(value) {
+  if (is.list(value) && !is.null(value$wisp_unwind)) {
+    .Call(unwind_routine_rust(), value$wisp_unwind)
+  }
+  value
+}

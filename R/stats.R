@@ -78,7 +78,7 @@ wisp_bootstrap_statistics <- function(result, bootstraps.num, max.fork, use.medi
                                       converged.only, seed, verbose) {
   started <- proc.time()[["elapsed"]]
   boot <- bs_batch(result, bootstraps.num, max.fork, seed = seed,
-                   progress = verbose && interactive())
+                   progress = verbose)
   if (verbose) {
     d <- boot$diagnostics
     message(sprintf("Bootstrap: %d replicates on %d worker%s, %d converged, %d failed (%.1f s).",

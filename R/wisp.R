@@ -101,7 +101,9 @@
 #' @param max.fork Number of worker processes for the grid search and the
 #'   bootstrap (on Windows, which has no fork: threads for the grid search,
 #'   and the bootstrap on [bs_batch()]'s default backend there).
-#' @param verbose Print progress messages.
+#' @param verbose Print progress messages (the stages, and how many
+#'   change-point structures and genes have been fitted), and report
+#'   progress through progressr: see "Progress".
 #' @param model.settings Named list of model settings; see Details.
 #' @param MCMC.settings Accepted for compatibility, at the original's
 #'   defaults only (MCMC is not offered): asking for MCMC steps, or any other
@@ -185,6 +187,25 @@
 #'   population counts; `max_bin` (0) number of bins (0: the largest bin;
 #'   at most 100,000); `trtKO` ("none") not supported.
 #'
+#' @section Progress:
+#' With `verbose = TRUE`, `wisp()` says what it does in messages: each stage
+#' as it starts (the grid search with the number of distinct change-point
+#' structures it fits, the fit with the number of genes), how many of them
+#' have been fitted (each one for up to 10, else every quarter), and a
+#' summary of each stage. With the progressr package installed it also
+#' signals one progress step per structure of the grid search and per gene
+#' of the fit as each one ends (on `max.fork` workers, in the order they
+#' finish), and per bootstrap replicate (see [bs_batch()]); under
+#' `likelihood = "original"` the fit is one step, since its objective
+#' couples every gene. Nothing is shown until you choose how:
+#' `progressr::handlers(global = TRUE)` once per session shows the progress
+#' of every later call (`progressr::handlers("cli")`, ... choose the style),
+#' or wrap one call in `progressr::with_progress()`; in a non-interactive
+#' session (e.g. `Rscript`), also set `options(progressr.enable = TRUE)`.
+#' Handlers set with [withCallingHandlers()] around the call receive the
+#' progress conditions as the work goes on; an error in one stops the fit
+#' (and kills its worker processes).
+#'
 #' @section Levels:
 #' The order of the levels of every column of labels (contexts, genes,
 #' random levels, fixed effects) follows one rule: a factor keeps its levels
@@ -267,12 +288,14 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
 
   started <- proc.time()[["elapsed"]]
   prepared <- prepare_count_data(count.data, variables, settings$max_bin)
+  progress <- stage_progress(say, verbose, max.fork)
+  on.exit(progress$finish(), add = TRUE)
   if (settings$likelihood == "nb") {
     result <- wisp_count(prepared, settings, plot.settings, variables, call, max.fork, say,
-                         degrees)
+                         degrees, progress$report)
   } else {
     result <- wisp_original(prepared, settings, plot.settings, variables, call, max.fork, say,
-                            started, degrees)
+                            started, degrees, progress$report)
   }
   if (!fit_only && bootstraps.num > 0) {
     result <- wisp_bootstrap_statistics(result, bootstraps.num, max.fork, use.median,
@@ -285,12 +308,60 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   result
 }
 
+# The progress of wisp()'s stages. `report(stage, done, total)` is what Rust
+# calls as each distinct change-point structure of the grid search (stage
+# "grid") and each gene (stage "fit") is fitted, with done = 0 before the
+# first fit of a stage (stage "joint": the original's one fit of every
+# gene, reported from R). It signals one progressr step per fit (with
+# `progress`; one progressor per stage, finished after its last step) and,
+# through `say`, coarse messages: the stage and what it fits when it starts,
+# and how many are done (each one up to 10, else every quarter).
+# `finish()` finishes a stage that an error cut short; wisp() calls it on
+# exit.
+stage_progress <- function(say, progress, workers, envir = parent.frame()) {
+  force(envir) # the caller's frame, not wherever the callback first runs
+  step <- NULL # the progressor of the stage under way
+  finish <- function() {
+    if (!is.null(step)) {
+      current <- step
+      step <<- NULL
+      current(type = "finish")
+    }
+    invisible()
+  }
+  report <- function(stage, done, total) {
+    done <- as.integer(done)
+    total <- as.integer(total)
+    unit <- if (identical(stage, "grid")) "change-point structure" else "gene"
+    # The original's one fit of every gene: a step, without messages.
+    if (identical(stage, "joint")) say <- function(...) invisible()
+    if (done == 0L) {
+      finish()
+      step <<- progress_notifier(progress && total > 0L, total, envir = envir, on_exit = FALSE)
+      say(sprintf("%s: %s to fit%s.", if (identical(stage, "grid")) "Grid search" else "Fit",
+                  count_noun(total, unit),
+                  if (workers > 1 && total > 1) {
+                    sprintf(" on %s", count_noun(min(workers, total), "worker"))
+                  } else ""))
+      return(invisible())
+    }
+    if (!is.null(step)) step()
+    quarter <- ceiling(total / 4)
+    if (total <= 10L || done == total || done %/% quarter != (done - 1L) %/% quarter) {
+      say(sprintf("  %d of %s fitted", done, count_noun(total, unit)))
+    }
+    if (done >= total) finish()
+    invisible()
+  }
+  list(report = report, finish = finish)
+}
+
 # The count likelihood's fit, with progress messages.
 wisp_count <- function(prepared, settings, plot.settings, variables, call, workers, say,
-                       degrees) {
+                       degrees, progress = NULL) {
   t0 <- proc.time()[["elapsed"]]
   bins <- if (settings$max_bin > 0) settings$max_bin else NULL
-  fitted <- count_fit(prepared, settings, workers, degrees, bins)
+  fitted <- count_fit(prepared, settings, workers, degrees, bins, progress)
   result <- wisp_count_result(fitted, settings, plot.settings, variables, call)
   groups <- result$grouping.variables
   say(sprintf("Data: %s, %s, %s, %s, %s.",
@@ -325,7 +396,7 @@ wisp_count <- function(prepared, settings, plot.settings, variables, call, worke
 
 # The original likelihood's fit (likelihood = "original").
 wisp_original <- function(prepared, settings, plot.settings, variables, call, max.fork, say,
-                          started, degrees = NULL) {
+                          started, degrees = NULL, progress = NULL) {
   base <- model_build(
     prepared$tokens, prepared$fixed_effects, prepared$time_series, degrees = 0L,
     settings = settings[c("buffer_factor", "warp_precision", "max_penalty_at_distance_factor",
@@ -344,7 +415,7 @@ wisp_original <- function(prepared, settings, plot.settings, variables, call, ma
   fixed <- degree_vector(degrees, base$contexts, base$species)
   if (settings$LRO_cost != "none" && is.null(fixed)) {
     t0 <- proc.time()[["elapsed"]]
-    grid <- lro_grid_search(base, settings, max.fork)
+    grid <- lro_grid_search(base, settings, max.fork, progress)
     best <- which.min(grid[[settings$LRO_cost]])
     if (!length(best)) stop("every fit of the LRO grid search failed; set model.settings$LRO_cost = \"none\"",
                             call. = FALSE)
@@ -358,9 +429,13 @@ wisp_original <- function(prepared, settings, plot.settings, variables, call, ma
   }
 
   t0 <- proc.time()[["elapsed"]]
+  # The original's objective couples every gene: one fit, one step.
+  say("Fit: all genes at once (the original's objective).")
+  if (!is.null(progress)) progress("joint", 0L, 1L)
   fitted <- wisp_fit_rust(base$bytes, window, cutoff, settings$LRO_method, settings$ctol,
                           settings$max_evals, settings$rise_threshold_factor, settings$rng_seed,
                           if (is.null(fixed)) integer() else fixed)
+  if (!is.null(progress)) progress("joint", 1L, 1L)
   result <- wisp_result(fitted, settings, plot.settings, grid, variables, call)
   diagnostics <- result$fit.diagnostics
   say(sprintf("Fitted %s (%s): %s after %d evaluations (%.1f s).",
@@ -385,11 +460,11 @@ check_flag <- function(x, name, call = sys.call(-1)) {
 # The grid search as a data.frame with the original's columns plus
 # `converged`, `code` and `structure` (grid points with the same number share
 # one detected structure and one fit).
-lro_grid_search <- function(base, settings, workers) {
-  grid <- wisp_grid_search_rust(
+lro_grid_search <- function(base, settings, workers, progress = NULL) {
+  grid <- continue_jump(wisp_grid_search_rust(
     base$bytes, settings$LRO_method, settings$ctol, settings$max_evals,
-    settings$rise_threshold_factor, settings$rng_seed, as.integer(workers)
-  )
+    settings$rise_threshold_factor, settings$rng_seed, as.integer(workers), progress
+  ))
   grid <- as.data.frame(grid, stringsAsFactors = FALSE)
   grid$NLL <- grid$neg_loglik
   grid

@@ -374,7 +374,7 @@ test_that("predict.wisp equals fitted() on the training grid, for both likelihoo
 
     expect_error(predict(fit, transform(grid, bin = 0L)), class = "wisp_input_error")
     expect_error(predict(fit, transform(grid, bin = bin + 1L)), class = "wisp_input_error")
-    expect_error(predict(fit, transform(grid, bin = 2.5)), class = "wisp_input_error")
+    expect_error(predict(fit, transform(grid, bin = 0.5)), class = "wisp_input_error")
     expect_error(predict(fit, transform(grid, species = "gene")), class = "wisp_input_error")
     expect_error(predict(fit, transform(grid, treatment = "middle")), class = "wisp_input_error")
     expect_error(predict(fit, grid[, -4]), class = "wisp_input_error")

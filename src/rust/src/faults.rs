@@ -2,7 +2,10 @@
 //! its callers cope with children that die, hang or run out of memory.
 //! Compiled only with the `test-hooks` feature: tests arm a plan with
 //! [`arm`] (from R, `wispack:::inject_faults()`), and the fork-backend
-//! bootstrap task calls [`strike_armed`] before each replicate.
+//! bootstrap task calls [`strike_armed`] before each replicate. The fits of
+//! the grid search and of the species call [`delay_armed`] before each
+//! structure or species, which only applies [`Fault::Delay`] (a slow task,
+//! for tests that watch progress arrive while work goes on).
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -15,6 +18,22 @@ pub(crate) fn arm(plan: Option<FaultPlan>) {
     *ARMED
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner()) = plan;
+}
+
+/// Sleeps as the armed plan says for `task` when it delays that task; every
+/// other fault is left to [`strike_armed`].
+pub(crate) fn delay_armed(task: usize) {
+    let plan = ARMED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .clone();
+    if let Some(plan) = plan {
+        for (fault, tasks) in &plan.faults {
+            if *fault == Fault::Delay && tasks.contains(&task) {
+                strike(Fault::Delay);
+            }
+        }
+    }
 }
 
 /// Misbehaves as the armed plan says for `task`, if one is armed.
@@ -41,7 +60,12 @@ pub(crate) enum Fault {
     Hang,
     /// The task allocates far more memory than any limit a test sets.
     Allocate,
+    /// The task sleeps for [`DELAY`] before it starts.
+    Delay,
 }
+
+/// How long a [`Fault::Delay`] task sleeps.
+pub(crate) const DELAY: std::time::Duration = std::time::Duration::from_millis(600);
 
 impl Fault {
     pub(crate) fn from_name(name: &str) -> Option<Self> {
@@ -51,6 +75,7 @@ impl Fault {
             "panic" => Some(Fault::Panic),
             "hang" => Some(Fault::Hang),
             "allocate" => Some(Fault::Allocate),
+            "delay" => Some(Fault::Delay),
             _ => None,
         }
     }
@@ -86,6 +111,7 @@ fn strike(fault: Fault) {
             libc::raise(libc::SIGSEGV);
         },
         Fault::Panic => panic!("injected fault"),
+        Fault::Delay => std::thread::sleep(DELAY),
         Fault::Hang => loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));
         },

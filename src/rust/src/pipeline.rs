@@ -180,6 +180,8 @@ impl GridPoint {
 /// fitted once, on the engine's workers (forked children, or threads where
 /// there is no fork, as `options.kind` says). An interrupt (polled
 /// by `interrupted`) ends it with an [`crate::error::ErrorKind::Interrupted`] error.
+/// `progress(done, total)` is told the number of distinct structures before
+/// the first fit (done = 0) and after each fit ends.
 pub(crate) fn grid_search(
     base: &Model,
     template: &DetectionSettings,
@@ -187,15 +189,21 @@ pub(crate) fn grid_search(
     seed: u64,
     options: &PoolOptions,
     interrupted: impl FnMut() -> bool,
+    mut progress: impl FnMut(usize, usize),
 ) -> Result<Vec<GridPoint>, Error> {
     let grid = lro_grid();
     let (distinct, index_of_point) =
         distinct_detections(base, &grid, template).map_err(Error::input)?;
-    let tasks: Vec<usize> = (1..=distinct.len()).collect();
+    let total = distinct.len();
+    progress(0, total);
+    let tasks: Vec<usize> = (1..=total).collect();
+    let mut done = 0;
     let batch = engine::run_tasks(
         &tasks,
         options,
         |context| {
+            #[cfg(feature = "test-hooks")]
+            crate::faults::delay_armed(context.task);
             let detected = &distinct[context.task - 1];
             Ok(
                 with_structure(base, detected.structure.clone()).and_then(|model| {
@@ -205,7 +213,10 @@ pub(crate) fn grid_search(
             )
         },
         interrupted,
-        |_| {},
+        |_| {
+            done += 1;
+            progress(done, total);
+        },
     )?;
     if batch.interrupted {
         return Err(Error::interrupted("interrupted; every worker was stopped"));
@@ -303,6 +314,7 @@ mod tests {
                 7,
                 &options,
                 || false,
+                |_, _| {},
             )
             .unwrap();
             // Everything but the timing.

@@ -3,7 +3,7 @@
 
 use super::{
     index_column, outcome_bytes, outcome_columns, outcome_from_bytes, pool_options, seed_value,
-    user_interrupt_pending, RResult,
+    user_interrupt_pending, RResult, Relay,
 };
 use crate::bootstrap::{self, CheckpointTarget, Resampling};
 use crate::checkpoint;
@@ -71,7 +71,9 @@ fn plan_info_rust(plan: Raw, resample: &str) -> RResult<List> {
 /// Bootstrap replicates on the fork engine. With a non-empty `checkpoint`
 /// path (a file prepared by `checkpoint_open_rust`), the parent appends every
 /// replicate's outcome to it, fsync'd, as it arrives. A Ctrl-C returns the
-/// replicates finished so far with `interrupted = TRUE`.
+/// replicates finished so far with `interrupted = TRUE`. `on_result(replicate,
+/// ok)` is called (through a [`Relay`]) as each replicate ends; a jump out of
+/// it stops the run and is handed back to R to resume.
 /// @keywords internal
 /// @noRd
 #[extendr]
@@ -94,7 +96,7 @@ fn bootstrap_fork_rust(
     let decoded = saved::decode_plan(plan.as_slice())?;
     let options = pool_options(workers, tasks_per_child, schedule, timeout, memory_limit_mb)?;
     let replicates = index_column(replicates, "replicates")?;
-    let callback = on_result.as_function();
+    let relay = Relay::new(on_result);
     let batch = bootstrap::BatchRun {
         plan: &decoded,
         scheme: scheme(resample)?,
@@ -104,19 +106,20 @@ fn bootstrap_fork_rust(
         trim: trim_memory,
         checkpoint: checkpoint_target(checkpoint, key, seed)?,
     };
-    let result = batch.run(user_interrupt_pending, |outcome| {
-        if let Some(callback) = &callback {
-            let _ = callback.call(pairlist!(outcome.replicate as i32, outcome.fit.is_ok()));
-        }
-    })?;
+    let result = batch.run(
+        || relay.jumped() || user_interrupt_pending(),
+        |outcome| relay.call(pairlist!(outcome.replicate as i32, outcome.fit.is_ok())),
+    );
     let parameter_count = decoded.parameter_count();
-    Ok(list!(
-        diagnostics = outcome_columns(&result.outcomes),
-        estimates = estimate_rows(&result.outcomes, parameter_count),
-        parameter_count = parameter_count as i32,
-        interrupted = result.interrupted,
-        checkpoint_error = r!(result.checkpoint_error)
-    ))
+    relay.result(result.map(|result| {
+        list!(
+            diagnostics = outcome_columns(&result.outcomes),
+            estimates = estimate_rows(&result.outcomes, parameter_count),
+            parameter_count = parameter_count as i32,
+            interrupted = result.interrupted,
+            checkpoint_error = r!(result.checkpoint_error)
+        )
+    }))
 }
 
 /// One bootstrap replicate in this process (serial, mclapply and future

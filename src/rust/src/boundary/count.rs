@@ -3,7 +3,7 @@
 //! bands, the Wald covariance, and the objective (for tests).
 
 use super::model::{bins_option, design_fields, design_from_r, tokens_from_r};
-use super::{index_column, outcome_columns, pool_options, user_interrupt_pending, RResult};
+use super::{index_column, outcome_columns, pool_options, user_interrupt_pending, RResult, Relay};
 use crate::bootstrap::Plan;
 use crate::count::build::build_count_model;
 use crate::count::covariance::covariance;
@@ -144,7 +144,11 @@ fn grid_columns(points: &[GridPoint], observations: usize) -> List {
 /// ("none", "AIC", "BIC", "NLL"), `window`, `cutoff`, `method`,
 /// `buffer_factor`, `rise_threshold_factor`, `slope_prior_sd`, `step_prior_sd`,
 /// `effect_prior_sd`, `fixed_sd`
-/// (NULL or point, rate, slope), `workers`.
+/// (NULL or point, rate, slope), `workers`. `progress(stage, done, total)`
+/// (an R function, or NULL) is told, through a [`Relay`], the number of
+/// distinct structures of the grid search (stage "grid") and of species
+/// (stage "fit") before the first fit of each stage (done = 0), and each
+/// fit as it ends; a jump out of it stops the fit and is handed back to R.
 /// @keywords internal
 /// @noRd
 #[extendr]
@@ -165,7 +169,51 @@ fn count_fit_rust(
     time_series: i32,
     bins: i32,
     settings: List,
+    progress: Robj,
 ) -> RResult<List> {
+    let relay = Relay::new(progress);
+    let result = count_fit(
+        &relay,
+        (count, bin, context, species, ran, factor_codes, cell),
+        (
+            context_levels,
+            species_levels,
+            ran_levels,
+            factor_names,
+            factor_levels,
+        ),
+        time_series,
+        bins,
+        settings,
+    );
+    relay.result(result)
+}
+
+/// Token columns of [`count_fit_rust`]: count, bin, context, species, ran,
+/// factor codes, cell.
+type TokenArguments = (
+    Vec<f64>,
+    Vec<i32>,
+    Vec<i32>,
+    Vec<i32>,
+    Vec<i32>,
+    Vec<i32>,
+    Vec<i32>,
+);
+
+/// Labels of [`count_fit_rust`]: contexts, species, random levels, factor
+/// names, factor levels.
+type LabelArguments = (Vec<String>, Vec<String>, Vec<String>, Vec<String>, List);
+
+fn count_fit(
+    relay: &Relay,
+    (count, bin, context, species, ran, factor_codes, cell): TokenArguments,
+    (context_levels, species_levels, ran_levels, factor_names, factor_levels): LabelArguments,
+    time_series: i32,
+    bins: i32,
+    settings: List,
+) -> RResult<List> {
+    let interrupted = || relay.jumped() || user_interrupt_pending();
     let tokens = tokens_from_r(
         count,
         bin,
@@ -205,8 +253,14 @@ fn count_fit_rust(
     let mut grid = None;
     if degrees.is_empty() && cost != "none" {
         let template = detection_settings(&settings, 1.0, 1.0)?;
-        let points =
-            pipeline::grid_search(&base, &template, &fit, &options, user_interrupt_pending)?;
+        let points = pipeline::grid_search(
+            &base,
+            &template,
+            &fit,
+            &options,
+            interrupted,
+            |done, total| relay.call(pairlist!("grid", done as f64, total as f64)),
+        )?;
         let observations = base.table().observed_row_count();
         let score = |p: &GridPoint| match cost.as_str() {
             "AIC" => p.aic(),
@@ -238,8 +292,14 @@ fn count_fit_rust(
     };
     let detected = pipeline::structure_of(&base, &detection, fixed_degrees.as_deref())
         .map_err(Error::input)?;
-    let (plan, outcome) =
-        pipeline::fit_count(&base, detected, &fit, &options, user_interrupt_pending)?;
+    let (plan, outcome) = pipeline::fit_count(
+        &base,
+        detected,
+        &fit,
+        &options,
+        interrupted,
+        |done, total| relay.call(pairlist!("fit", done as f64, total as f64)),
+    )?;
     let parameters = outcome
         .fit
         .as_ref()
@@ -516,6 +576,89 @@ fn count_predict_rust(plan: Raw, parameters: Vec<f64>) -> RResult<List> {
     ))
 }
 
+/// Curve points from R columns (0-based indices; `ran` -1 for the population
+/// curve).
+fn curve_points(
+    ran: Vec<i32>,
+    context: Vec<i32>,
+    species: Vec<i32>,
+    treatment: Vec<i32>,
+    x: Vec<f64>,
+) -> RResult<Vec<pipeline::CurvePoint>> {
+    let n = x.len();
+    if [ran.len(), context.len(), species.len(), treatment.len()]
+        .iter()
+        .any(|&len| len != n)
+    {
+        return Err(Error::input(
+            "the columns of the curve points differ in length",
+        ));
+    }
+    let ran = ran
+        .into_iter()
+        .map(|r| match r {
+            -1 => Ok(None),
+            r => usize::try_from(r)
+                .map(Some)
+                .map_err(|_| Error::input("`ran` must hold indices >= 0, or -1")),
+        })
+        .collect::<RResult<Vec<_>>>()?;
+    let (context, species, treatment) = (
+        index_column(context, "context")?,
+        index_column(species, "species")?,
+        index_column(treatment, "treatment")?,
+    );
+    Ok((0..n)
+        .map(|i| pipeline::CurvePoint {
+            ran: ran[i],
+            context: context[i],
+            species: species[i],
+            treatment: treatment[i],
+            x: x[i],
+        })
+        .collect())
+}
+
+/// Ψ at curve points (fractional bins allowed) for each reported vector of
+/// `samples` (one after another), sample-major. `ran` holds 0-based animal
+/// indices, -1 for the population curve.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn count_curves_rust(
+    plan: Raw,
+    samples: Vec<f64>,
+    ran: Vec<i32>,
+    context: Vec<i32>,
+    species: Vec<i32>,
+    treatment: Vec<i32>,
+    x: Vec<f64>,
+) -> RResult<Vec<f64>> {
+    let plan = count_plan(&plan)?;
+    let points = curve_points(ran, context, species, treatment, x)?;
+    pipeline::curves_at(&plan.model, &samples, &points).map_err(Error::input)
+}
+
+/// Ψ of population curves at points and its gradient in the reported
+/// vector (point-major, one full row per point), for the delta method.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn count_curve_gradients_rust(
+    plan: Raw,
+    parameters: Vec<f64>,
+    context: Vec<i32>,
+    species: Vec<i32>,
+    treatment: Vec<i32>,
+    x: Vec<f64>,
+) -> RResult<List> {
+    let plan = count_plan(&plan)?;
+    let points = curve_points(vec![-1; x.len()], context, species, treatment, x)?;
+    let (values, gradients) =
+        pipeline::population_gradients(&plan.model, &parameters, &points).map_err(Error::input)?;
+    Ok(list!(psi = values, gradient = gradients))
+}
+
 /// The entries of a per-key vector (species-major) at observed keys.
 fn observed_only(plan: &CountPlan, per_key: &[f64]) -> Vec<f64> {
     let table = plan.model.table();
@@ -661,6 +804,8 @@ extendr_module! {
     fn count_fit_rust;
     fn count_describe_rust;
     fn count_predict_rust;
+    fn count_curves_rust;
+    fn count_curve_gradients_rust;
     fn count_bands_rust;
     fn count_vcov_rust;
     fn count_objective_rust;

@@ -1,6 +1,6 @@
 //! R entry points for fitting: the full fit and the LRO grid search.
 
-use super::{count_option, outcome_columns, seed_value, user_interrupt_pending, RResult};
+use super::{count_option, outcome_columns, seed_value, user_interrupt_pending, RResult, Relay};
 use crate::bootstrap::{Plan, WarpedSigmoidPlan};
 use crate::engine::PoolOptions;
 use crate::error::Error;
@@ -116,11 +116,41 @@ fn wisp_fit_rust(
 }
 
 /// The LRO grid search: every (window factor, cutoff) pair detected, each
-/// distinct structure fitted once in a forked child.
+/// distinct structure fitted once in a forked child. `progress(stage, done,
+/// total)` (an R function, or NULL) is told, through a [`Relay`], the number
+/// of distinct structures (stage "grid", done = 0) and each fit as it ends;
+/// a jump out of it stops the search and is handed back to R.
 /// @keywords internal
 /// @noRd
 #[extendr]
+#[allow(clippy::too_many_arguments)]
 fn wisp_grid_search_rust(
+    bytes: Raw,
+    method: &str,
+    ctol: f64,
+    max_evals: i32,
+    rise_threshold_factor: f64,
+    seed: f64,
+    workers: i32,
+    progress: Robj,
+) -> RResult<List> {
+    let relay = Relay::new(progress);
+    let result = grid_search(
+        &relay,
+        bytes,
+        method,
+        ctol,
+        max_evals,
+        rise_threshold_factor,
+        seed,
+        workers,
+    );
+    relay.result(result)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn grid_search(
+    relay: &Relay,
     bytes: Raw,
     method: &str,
     ctol: f64,
@@ -142,7 +172,8 @@ fn wisp_grid_search_rust(
         &settings,
         seed_value(seed)?,
         &options,
-        user_interrupt_pending,
+        || relay.jumped() || user_interrupt_pending(),
+        |done, total| relay.call(pairlist!("grid", done as f64, total as f64)),
     )?;
     let observations = base.table().observed_row_count();
     let column = |f: &dyn Fn(&pipeline::GridPoint) -> f64| points.iter().map(f).collect::<Vec<_>>();

@@ -48,6 +48,170 @@ fn user_interrupt_pending() -> bool {
     unsafe { R_ToplevelExec(Some(check_interrupt_callback), std::ptr::null_mut()) == 0 }
 }
 
+// ---------------------------------------------------------------------------
+// Calling R back while Rust works (progress)
+
+// R's API for evaluating R code from C that may jump; exported by libR. R
+// objects cross as untyped pointers (`Sexp`; extendr's `SEXP` points to a
+// struct Rust cannot see into).
+type Sexp = *mut c_void;
+
+/// `R_UnwindProtect` as a function that may unwind: its cleanup function
+/// panics (see `on_jump`) and the panic passes through it.
+type UnwindProtect = unsafe extern "C-unwind" fn(
+    fun: unsafe extern "C" fn(*mut c_void) -> Sexp,
+    data: *mut c_void,
+    cleanfun: unsafe extern "C-unwind" fn(*mut c_void, c_int),
+    cleandata: *mut c_void,
+    cont: Sexp,
+) -> Sexp;
+
+extern "C" {
+    // Called only through an `UnwindProtect` pointer hidden from the
+    // optimiser (see `Relay::call`): extendr declares the same symbol as a
+    // function that cannot unwind, and with link-time optimisation the call
+    // would inherit that, losing the landing pad that catches the panic.
+    fn R_UnwindProtect();
+    static R_GlobalEnv: Sexp;
+    static R_NilValue: Sexp;
+    fn Rf_eval(expr: Sexp, env: Sexp) -> Sexp;
+    fn Rf_lcons(car: Sexp, cdr: Sexp) -> Sexp;
+    fn Rf_install(name: *const std::ffi::c_char) -> Sexp;
+    fn R_MakeUnwindCont() -> Sexp;
+    fn R_ContinueUnwind(cont: Sexp) -> !;
+    fn R_MakeExternalPtr(address: *mut c_void, tag: Sexp, protected: Sexp) -> Sexp;
+}
+
+/// Evaluates the call `data` in R's global environment. R may longjmp out of
+/// it (to `R_UnwindProtect`): it owns nothing that would need dropping.
+unsafe extern "C" fn eval_call(data: *mut c_void) -> Sexp {
+    Rf_eval(data, R_GlobalEnv)
+}
+
+/// What `on_jump` unwinds with.
+struct RJumped;
+
+/// `R_UnwindProtect`'s cleanup: when R code jumped, turns the jump into a
+/// Rust unwind that ends at [`Relay::call`] (R has already ended the
+/// protected context, so nothing of R's is left half done), instead of
+/// letting R's longjmp cross Rust frames.
+unsafe extern "C-unwind" fn on_jump(_: *mut c_void, jump: c_int) {
+    if jump != 0 {
+        std::panic::resume_unwind(Box::new(RJumped));
+    }
+}
+
+/// An R function that Rust calls as work finishes (progress, messages).
+///
+/// The function is evaluated in R's current context, so the condition
+/// handlers of the caller (`withCallingHandlers()`, progressr's global
+/// handlers) see what it signals; extendr's `call()` (R_tryEval) would hide
+/// them, since it evaluates in a new top-level context. R code can jump out
+/// of the call (an error in a handler, an exiting handler such as
+/// `tryCatch()`, Ctrl-C): `R_UnwindProtect` stops the jump before it crosses
+/// a Rust frame, and the relay keeps its continuation and calls nothing
+/// more. The caller polls [`Relay::jumped`] (stopping its work and its child
+/// processes when true) and returns [`Relay::result`], from which R resumes
+/// the jump (`continue_jump()` in R/rust.R) once Rust has returned.
+pub(super) struct Relay {
+    function: Option<Robj>,
+    jump: std::cell::RefCell<Option<Robj>>,
+}
+
+impl Relay {
+    /// A relay to `function`, or one that does nothing when it is not a
+    /// function (e.g. NULL).
+    pub(super) fn new(function: Robj) -> Self {
+        Relay {
+            function: function.is_function().then_some(function),
+            jump: std::cell::RefCell::new(None),
+        }
+    }
+
+    /// Whether R code jumped out of a call (the work should stop).
+    pub(super) fn jumped(&self) -> bool {
+        self.jump.borrow().is_some()
+    }
+
+    /// Calls the function with `args`; does nothing after a jump.
+    pub(super) fn call(&self, args: Pairlist) {
+        let Some(function) = &self.function else {
+            return;
+        };
+        if self.jumped() {
+            return;
+        }
+        // SAFETY: on R's main thread (every boundary function runs there).
+        // The call and the continuation are protected by their Robj. R code
+        // cannot longjmp over a Rust frame: it runs inside R_UnwindProtect,
+        // whose cleanup turns a jump into an unwind caught right here, and
+        // `eval_call` owns nothing.
+        unsafe {
+            let call = Robj::from_sexp(Rf_lcons(function.get().cast(), args.get().cast()).cast());
+            let token = Robj::from_sexp(R_MakeUnwindCont().cast());
+            let (call_sexp, token_sexp): (Sexp, Sexp) = (call.get().cast(), token.get().cast());
+            let protect: UnwindProtect = std::hint::black_box(std::mem::transmute::<
+                unsafe extern "C" fn(),
+                UnwindProtect,
+            >(R_UnwindProtect));
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                protect(
+                    eval_call,
+                    call_sexp,
+                    on_jump,
+                    std::ptr::null_mut(),
+                    token_sexp,
+                )
+            }));
+            match outcome {
+                Ok(_) => {}
+                Err(payload) if payload.is::<RJumped>() => {
+                    *self.jump.borrow_mut() = Some(token);
+                }
+                Err(payload) => std::panic::resume_unwind(payload),
+            }
+        }
+    }
+
+    /// `value`, or, after a jump, `list(wisp_unwind = <continuation>)` for
+    /// R to resume.
+    pub(super) fn result(&self, value: RResult<List>) -> RResult<List> {
+        match self.jump.borrow_mut().take() {
+            Some(token) => Ok(list!(wisp_unwind = token)),
+            None => value,
+        }
+    }
+}
+
+/// Resumes the jump of a continuation `R_UnwindProtect` kept, as a `.Call()`
+/// target (see [`unwind_routine_rust`]). It owns nothing, so R's longjmp out
+/// of it skips nothing that would need dropping.
+unsafe extern "C" fn continue_unwind(token: Sexp) -> Sexp {
+    R_ContinueUnwind(token)
+}
+
+/// The routine that resumes a jump out of an R callback that ran while Rust
+/// worked: `.Call(unwind_routine_rust(), value$wisp_unwind)` (see
+/// `continue_jump()` in R/rust.R).
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn unwind_routine_rust() -> Robj {
+    // SAFETY: on R's main thread; the external pointer holds the address of
+    // a function with `.Call()`'s signature (one SEXP in, one out), tagged
+    // as R tags native symbols.
+    unsafe {
+        Robj::from_sexp(
+            R_MakeExternalPtr(
+                continue_unwind as *const () as *mut c_void,
+                Rf_install(c"native symbol".as_ptr()),
+                R_NilValue,
+            )
+            .cast(),
+        )
+    }
+}
+
 /// Longest accepted timeout: `Duration` holds far more, but nothing needs it.
 const MAX_SECONDS: f64 = 1e9;
 
@@ -185,6 +349,7 @@ fn without_test_hooks(what: &str) -> Error {
 
 extendr_module! {
     mod boundary;
+    fn unwind_routine_rust;
     use model;
     use fit;
     use count;

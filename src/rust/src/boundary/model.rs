@@ -2,6 +2,7 @@
 
 use super::{index_column, index_option, RResult};
 use crate::error::Error;
+use crate::model::objective::CurvePoint;
 use crate::model::{self, CodedTokens, Design, Factor, Model, Objective, ParameterRole, Settings};
 use crate::rules;
 use crate::saved;
@@ -366,6 +367,62 @@ fn model_predict_rust(bytes: Raw, x: Vec<f64>) -> RResult<Vec<f64>> {
     Ok(predictions)
 }
 
+/// Ψ at curve points (fractional bins allowed) for each parameter vector of
+/// `samples` (one after another), sample-major. `block` indexes the model's
+/// random levels as `model_describe_rust()` lists them (population included).
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn model_curves_rust(
+    bytes: Raw,
+    samples: Vec<f64>,
+    block: Vec<i32>,
+    context: Vec<i32>,
+    species: Vec<i32>,
+    treatment: Vec<i32>,
+    x: Vec<f64>,
+) -> RResult<Vec<f64>> {
+    let model = decode_model(&bytes)?;
+    let n = x.len();
+    if [block.len(), context.len(), species.len(), treatment.len()]
+        .iter()
+        .any(|&len| len != n)
+    {
+        return Err(Error::input(
+            "the columns of the curve points differ in length",
+        ));
+    }
+    let (block, context, species, treatment) = (
+        index_column(block, "block")?,
+        index_column(context, "context")?,
+        index_column(species, "species")?,
+        index_column(treatment, "treatment")?,
+    );
+    let points: Vec<CurvePoint> = (0..n)
+        .map(|i| CurvePoint {
+            block: block[i],
+            context: context[i],
+            species: species[i],
+            treatment: treatment[i],
+            x: x[i],
+        })
+        .collect();
+    let count = model.parameter_count();
+    if count == 0 || samples.len() % count != 0 {
+        return Err(Error::input("samples must hold whole parameter vectors"));
+    }
+    let mut objective = Objective::new(&model);
+    let mut out = Vec::with_capacity(n * samples.len() / count);
+    for parameters in samples.chunks(count) {
+        out.extend(
+            objective
+                .curves_at(parameters, &points)
+                .map_err(Error::input)?,
+        );
+    }
+    Ok(out)
+}
+
 /// Whether `x` is feasible: every boundary distance positive and every
 /// predicted log rate finite and at least -0.01.
 /// @keywords internal
@@ -494,6 +551,7 @@ extendr_module! {
     fn model_build_rust;
     fn model_describe_rust;
     fn model_predict_rust;
+    fn model_curves_rust;
     fn model_is_feasible_rust;
     fn model_prediction_bands_rust;
     fn model_rules_rust;

@@ -19,6 +19,17 @@ pub(crate) const RATE_LOWER_BOUND: f64 = -0.01;
 /// a_i·x_i is clamped below at this value, so one penalty term is at most 1e60.
 pub(crate) const PENALTY_DISTANCE_FLOOR: f64 = 1e-30;
 
+/// A position on the curve of one (ran block, context, species, treatment),
+/// for [`Objective::curves_at`]; `x` is on the bin axis (bins are 1, 2, …).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct CurvePoint {
+    pub(crate) block: usize,
+    pub(crate) context: usize,
+    pub(crate) species: usize,
+    pub(crate) treatment: usize,
+    pub(crate) x: f64,
+}
+
 /// Numeric settings of the objective.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Settings {
@@ -528,6 +539,50 @@ impl<'m> Objective<'m> {
             }
         }
         Ok(())
+    }
+
+    /// Ψ at arbitrary positions on the bin axis (fractional bins included) of
+    /// the curves of chosen (ran block, context, species, treatment): the
+    /// curves of [`Objective::predict_log`], evaluated at `points[i].x`
+    /// instead of the whole bins. Positions must be finite and within the
+    /// bins' span, [0.5, bins + 0.5].
+    pub(crate) fn curves_at(
+        &mut self,
+        x: &[f64],
+        points: &[CurvePoint],
+    ) -> Result<Vec<f64>, String> {
+        self.check_parameters(x)?;
+        let shape = self.model.table().shape();
+        let blocks = self.model.table().ran_blocks().count();
+        for (i, point) in points.iter().enumerate() {
+            if point.block >= blocks
+                || point.context >= shape.contexts
+                || point.species >= shape.species
+                || point.treatment >= shape.treatments
+            {
+                return Err(format!("curve point {} is outside the model", i + 1));
+            }
+            if !(point.x.is_finite() && point.x >= 0.5 && point.x <= self.bins + 0.5) {
+                return Err(format!(
+                    "curve point {} is at {}, outside the bins' span [0.5, {}]",
+                    i + 1,
+                    point.x,
+                    self.bins + 0.5
+                ));
+            }
+        }
+        self.compute_unwarped(x);
+        let mut out = Vec::with_capacity(points.len());
+        for point in points {
+            let (c, s, t) = (point.context, point.species, point.treatment);
+            let degree = self.model.structure().degree(c, s);
+            let factors = self.warp_factors(x, point.block, s).1;
+            let start = self.unwarped_start(c, s, t, degree);
+            let unwarped = &self.unwarped[start..start + components_per_block(degree)];
+            self.curve.set(degree, unwarped, factors, self.bounds);
+            out.push(self.curve.evaluate(point.x));
+        }
+        Ok(out)
     }
 
     /// Feasible as the original checks it (model vignette §11.1): every boundary

@@ -6,7 +6,9 @@ use super::curve::{BlockCurve, WarpFactors};
 use super::design::{
     components_per_block, Component, Design, Factor, ParameterLayout, Structure, WarpKind,
 };
-use super::objective::{row_log_likelihood, Model, Objective, Settings, PSEUDO_INFINITY};
+use super::objective::{
+    row_log_likelihood, CurvePoint, Model, Objective, Settings, PSEUDO_INFINITY,
+};
 use super::special::ln_gamma;
 use super::table::{SummedTable, TableShape, TokenColumns};
 pub(crate) use crate::test_rng::SplitMix;
@@ -339,6 +341,66 @@ fn predictions_and_nll_agree_with_a_direct_computation() {
         let mut feasibility_buffer = vec![0.0; table.row_count()];
         assert!(objective.is_feasible(&x, &mut feasibility_buffer).unwrap());
     }
+}
+
+#[test]
+fn curves_at_fractional_bins_follow_the_reference_curve_and_match_predictions_at_whole_bins() {
+    let case = build_case(23, Factors::BinaryAndTimeSeries, 3);
+    let model = &case.model;
+    let table = model.table();
+    let shape = table.shape();
+    let x = perturbed(&case.truth, 23);
+    let mut objective = Objective::new(model);
+    let mut predictions = vec![0.0; table.row_count()];
+    objective.predict_log(&x, &mut predictions).unwrap();
+    let ran_blocks = table.ran_blocks();
+    let mut points = Vec::new();
+    let mut expected = Vec::new();
+    for block in 0..ran_blocks.count() {
+        for c in 0..shape.contexts {
+            for s in 0..shape.species {
+                for t in 0..shape.treatments {
+                    let warped = ran_blocks.warped_of_block(block);
+                    let mut curve =
+                        reference_curve(model.design(), model.layout(), &x, (c, s, t), warped);
+                    for position in [1.0, 2.5, 7.25, shape.bins as f64 - 0.5, shape.bins as f64] {
+                        points.push(CurvePoint {
+                            block,
+                            context: c,
+                            species: s,
+                            treatment: t,
+                            x: position,
+                        });
+                        expected.push(curve.evaluate(position));
+                    }
+                    let whole = CurvePoint {
+                        block,
+                        context: c,
+                        species: s,
+                        treatment: t,
+                        x: 3.0,
+                    };
+                    let at = objective.curves_at(&x, &[whole]).unwrap();
+                    let row = table.row_index(block, c, s, t, 3).unwrap();
+                    assert_eq!(at[0], predictions[row]);
+                }
+            }
+        }
+    }
+    let values = objective.curves_at(&x, &points).unwrap();
+    for (value, wanted) in values.iter().zip(&expected) {
+        assert!((value - wanted).abs() <= 1e-12 * wanted.abs().max(1.0));
+    }
+    let outside = CurvePoint {
+        x: shape.bins as f64 + 1.0,
+        ..points[0]
+    };
+    assert!(objective.curves_at(&x, &[outside]).is_err());
+    let unknown = CurvePoint {
+        treatment: shape.treatments,
+        ..points[0]
+    };
+    assert!(objective.curves_at(&x, &[unknown]).is_err());
 }
 
 #[test]
