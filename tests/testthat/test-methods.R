@@ -88,6 +88,9 @@ test_that("print.wisp shows the fit and whether it was bootstrapped", {
   # The count likelihood: its observed rows, and its Wald tests instead of
   # advice to bootstrap for them.
   fit <- methods_fit()
+  # gene1's slope warps are barely informed by 3 animals: its variance
+  # updates must still settle (they once cycled through all 200).
+  expect_true(fit$fit.diagnostics$converged)
   out <- capture.output(res <- print(fit))
   expect_identical(res, fit)
   expect_identical(observed_count_rows(methods_counts()), 480L)
@@ -436,7 +439,7 @@ test_that("wisp_bootstrap: print, summary and as.data.frame", {
     label <- fit_label(booted)
     boot <- booted$bootstrap
     expect_s3_class(boot, "wisp_bootstrap")
-    expect_identical(boot$resample, if (label == "nb") "animals" else "cells")
+    expect_identical(boot$resample, if (label == "nb") "parametric" else "cells")
     out <- capture.output(res <- print(boot))
     expect_identical(res, boot)
     expect_true(any(grepl("20 replicates", out, fixed = TRUE)), label = label)

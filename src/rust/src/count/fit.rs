@@ -39,6 +39,9 @@ pub(crate) const SIGMA_ZERO: f64 = 1e-3;
 /// plausible animal). The variance updates stop there; it is not counted
 /// in `on.bound`.
 pub(crate) const SIGMA_MAX: f64 = 5.0;
+/// A variance update that moves every σ by less than this (on the log
+/// scale) is near its fixed point: inner fits become exact from there on.
+const NEAR_FIXED_POINT: f64 = 0.05;
 
 /// Box bounds of the unconstrained coordinates: far enough that only a
 /// degenerate fit (a step-like transition, a vanishing gap, a Poisson
@@ -531,12 +534,23 @@ pub(crate) fn fit_species(
                 dropped = true;
             }
         }
-        let settled = expectation
+        let largest_move = expectation
             .iter()
             .zip(&sigma)
-            .all(|(&a, &b)| b == 0.0 || (a / b).ln().abs() < settings.variance_tolerance);
+            .filter(|(_, &b)| b > 0.0)
+            .map(|(&a, &b)| (a / b).ln().abs())
+            .fold(0.0, f64::max);
+        let settled = largest_move < settings.variance_tolerance;
+        // Loose inner fits move the updates by about 1 %: near the fixed
+        // point they would hide it (a variance the data barely inform moves
+        // by less than that noise), so the updates from there on use inner
+        // fits at full accuracy.
+        let loose_fit = settling;
+        if settling && largest_move < NEAR_FIXED_POINT && !dropped {
+            settling = false;
+        }
         if settled && !dropped {
-            if !settling {
+            if !loose_fit {
                 break outcome;
             }
             // Settled on loose inner fits: one more round at full accuracy.
