@@ -609,7 +609,7 @@ quantile_residuals <- function(fit, call = sys.call(-1)) {
 #'   statistics use, as the bands of [plot.wisp()]. An animal's curve
 #'   has bootstrap intervals only when the replicates keep the animals
 #'   (`resample = "parametric"` or `"cells"` in [bs_batch()]): under
-#'   `"animals"` (the count likelihood's default) a replicate's random
+#'   `"animals"` a replicate's random
 #'   effects are `NaN`, and asking for them is an error;
 #' - `"wald"` (the default otherwise; count likelihood only): the curve
 #'   ± the normal quantile times its standard error by the delta method,

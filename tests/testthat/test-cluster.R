@@ -135,8 +135,9 @@ test_that("on Slurm, a job over its memory limit fails with Slurm's reason", {
   fit <- small_fit()
   slurm_plan(workers = 1)
   # R alone needs more than 20 MB; Slurm samples a job's memory every second
-  # and kills it (the 30 replicates keep the job alive that long).
-  boot <- bs_batch(fit, 30, backend = "future", seed = 63, resources = list(mem = "20M"))
-  expect_identical(boot$diagnostics$ok, rep(FALSE, 30))
+  # and kills it. The 200 replicates would keep the job alive for several
+  # seconds; it is killed at the first sample, so they cost no time.
+  boot <- bs_batch(fit, 200, backend = "future", seed = 63, resources = list(mem = "20M"))
+  expect_identical(boot$diagnostics$ok, rep(FALSE, 200))
   expect_match(boot$diagnostics$reason, "^future failed: .*exceeded memory limit")
 })

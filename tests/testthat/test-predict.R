@@ -216,18 +216,19 @@ test_that("bootstrap intervals of an animal's curve need replicates that keep th
   out <- predict(fit, grid, interval = "confidence", level = level)
   expect_equal(unname(out[, "lwr"]), limits[1, ], tolerance = 1e-8)
   expect_equal(unname(out[, "upr"]), limits[2, ], tolerance = 1e-8)
-  # The count likelihood's default resamples animals: a replicate's random
-  # effects are NaN, so an animal's curve has no bootstrap interval.
-  booted <- lab_booted()
-  expect_identical(booted$bootstrap$resample, "animals")
+  # Resampling animals: a replicate's random effects are NaN, so an
+  # animal's curve has no bootstrap interval.
+  fit <- lab_fit()
+  boot <- bs_batch(fit, 19, resample = "animals", seed = 5, progress = FALSE)
+  booted <- suppressWarnings(wisp_statistics(fit, boot = boot))
   warps <- booted$parameters$name[booted$parameters$role == "warp"]
   ok <- booted$bootstrap$diagnostics$ok %in% TRUE
   expect_true(all(is.nan(booted$bootstrap$t[ok, warps])))
   expect_error(predict(booted, grid, interval = "confidence"), class = "wisp_input_error",
                regexp = "resample = \"parametric\"")
-  # A parametric bootstrap keeps them.
-  fit <- lab_fit()
-  boot <- bs_batch(fit, 19, resample = "parametric", seed = 5, progress = FALSE)
+  # A parametric bootstrap (the count likelihood's default) keeps them.
+  boot <- bs_batch(fit, 19, seed = 5, progress = FALSE)
+  expect_identical(boot$resample, "parametric")
   parametric <- suppressWarnings(wisp_statistics(fit, boot = boot))
   limits <- reference_percentiles(parametric, grid, level, animal = "mouse3")
   expect_false(anyNA(limits))

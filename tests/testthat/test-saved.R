@@ -85,7 +85,7 @@ test_that("a new fit keeps one plan, versioned, that round-trips through saveRDS
     label <- fit_label(fit)
     expect_null(fit[["model"]])
     expect_identical(rawToChar(fit$plan[1:8]), "WISPSAVE")
-    resample <- if (label == "nb") "animals" else "cells"
+    resample <- if (label == "nb") "parametric" else "cells"
     info <- wispack:::plan_info_rust(fit$plan, resample)
     expect_identical(info$format, 1L, label = label)
     expect_identical(info$likelihood, label)

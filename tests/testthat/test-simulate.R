@@ -467,16 +467,16 @@ test_that("a bootstrapped fit recovers large effects and covers most true values
   counts <- wisp_simulate(n.genes = 2, n.random = 3, n.bins = 40, seed = 12)
   fit <- suppressWarnings(wisp(counts, bootstraps.num = 60, max.fork = 2, ran.seed = 3,
                                verbose = FALSE))
-  expect_identical(fit$bootstrap$resample, "animals")
+  expect_identical(fit$bootstrap$resample, "parametric")
   comparison <- wisp_truth(fit, counts)
   expect_s3_class(comparison, "wisp_truth")
   expect_true(all(comparison$degree.matches))
   large <- comparison$role == "beta" & comparison$component == "Rt" & abs(comparison$truth) >= 0.5
   expect_gt(sum(large), 0)
   expect_identical(sign(comparison$estimate[large]), sign(comparison$truth[large]))
-  # "Most": with 3 animals the animal bootstrap draws few distinct data sets,
-  # so its intervals are rough; a majority of the true rate parameters must
-  # still fall inside them.
+  # "Most": 60 replicates of a parametric bootstrap with 3 animals give rough
+  # intervals; a majority of the true rate parameters must still fall inside
+  # them.
   rates <- comparison$component == "Rt"
   expect_gt(mean(comparison$covered[rates], na.rm = TRUE), 0.5)
   plot <- plot(comparison)
