@@ -5,7 +5,10 @@
 //! fitted one after another, each with the count likelihood and the full
 //! treatment design, and scored by BIC; the search stops once two degrees
 //! in a row have not improved on the best score. Candidate transition
-//! positions come from an exact segmentation of the curve's pooled counts.
+//! positions come from exact segmentations of the curve's pooled counts:
+//! breaks shared by the treatments, and each treatment's own; the better
+//! fit of the two starts is the candidate. The winner's next lower degree
+//! is refitted from the winner's points less one (see [`refine_downwards`]).
 //! The random effects are held at 0 while selecting, so curves are
 //! independent of each other and the selection of a curve depends on its
 //! own rows only (the same for any worker count).
@@ -128,6 +131,19 @@ impl PooledCounts {
         self.kept.len()
     }
 
+    /// The same measured bins, counts of treatment `t` only.
+    fn of_treatment(&self, t: usize) -> PooledCounts {
+        PooledCounts {
+            kept: self.kept.clone(),
+            count_sums: vec![self.count_sums[t].clone()],
+            exposure_sums: vec![self.exposure_sums[t].clone()],
+        }
+    }
+
+    fn treatments(&self) -> usize {
+        self.count_sums.len()
+    }
+
     /// −Poisson log-likelihood (up to a constant) of kept bins [i, j) with
     /// one rate per treatment at its maximum: Σ_t Y − Y ln(Y/E).
     fn cost(&self, i: usize, j: usize) -> f64 {
@@ -223,20 +239,19 @@ impl Segmentation {
 }
 
 /// Fits curve (context, species) of `model` with `degree` transitions
-/// started at `points` (every treatment), random effects at 0.
+/// started at `points` (per treatment), random effects at 0.
 fn fit_candidate(
     model: &CountModel,
     context: usize,
     species: usize,
     degree: usize,
-    points: &[f64],
+    points: &[Vec<f64>],
     settings: &CountFitSettings,
 ) -> Result<(Candidate, usize), String> {
     let curve = model.curve_model(context, species, degree)?;
-    let treatments = curve.table().shape().treatments;
     let start = DetectedStructure {
         structure: curve.structure().clone(),
-        change_points: vec![vec![points.to_vec(); treatments]],
+        change_points: vec![points.to_vec()],
     };
     // The random effects couple a species' curves; at 0 every curve is a
     // problem of its own (model vignette §12.6).
@@ -295,7 +310,20 @@ pub(crate) fn select_curve(
     let bins = model.table().shape().bins;
     let gap = model.point_gap();
     let min_size = (gap.ceil() as usize).max(1);
-    let mut segmentation = Segmentation::new(PooledCounts::new(model, context, species), min_size);
+    let pooled = PooledCounts::new(model, context, species);
+    let treatments = pooled.treatments();
+    // Per treatment, its own segmentation: a second start where treatment
+    // effects move the points apart (one treatment's points are then far
+    // from the shared breaks, and a fit from those can stop at a local
+    // optimum that a degree too many escapes).
+    let mut own: Vec<Segmentation> = if treatments > 1 {
+        (0..treatments)
+            .map(|t| Segmentation::new(pooled.of_treatment(t), min_size))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut segmentation = Segmentation::new(pooled, min_size);
     // A curve of degree d needs (d + 1) gaps within the bins (CountModel::new).
     let room = (0..=MAX_CANDIDATE_DEGREE)
         .take_while(|&d| d == 0 || (d as f64 + 1.0) * gap < bins as f64)
@@ -315,28 +343,52 @@ pub(crate) fn select_curve(
     let mut observations = 0;
     let (mut chosen, mut since_best) = (0, 0);
     for degree in degrees {
-        // A fixed degree beyond what the measured bins can split into gets
-        // evenly spaced starting points (the fit checks that it fits the axis).
-        let points = if degree <= segmentation.max_degree() {
-            segmentation.points(degree)
-        } else {
-            even_points(degree, bins)
-        };
-        let candidate = match fit_candidate(model, context, species, degree, &points, settings) {
-            Ok((candidate, n)) => {
-                observations = n;
-                candidate
+        // Starts: the shared breaks, and each treatment's own where they
+        // differ. A fixed degree beyond what the measured bins can split
+        // into gets evenly spaced points (the fit checks the axis).
+        let mut starts = Vec::with_capacity(2);
+        if degree <= segmentation.max_degree() {
+            starts.push(vec![segmentation.points(degree); treatments]);
+            if degree > 0 && !own.is_empty() {
+                let separate: Vec<Vec<f64>> =
+                    own.iter_mut().map(|seg| seg.points(degree)).collect();
+                if separate != starts[0] {
+                    starts.push(separate);
+                }
             }
-            Err(reason) => Candidate {
-                degree,
-                negative_log_likelihood: f64::NAN,
-                parameters: 0,
-                criterion: f64::INFINITY,
-                converged: false,
-                points: Vec::new(),
-                failure: Some(reason),
-            },
-        };
+        } else {
+            starts.push(vec![even_points(degree, bins); treatments]);
+        }
+        // The best fit over the starts (the first on ties, so the result
+        // does not depend on anything but the curve's rows).
+        let mut best: Option<Candidate> = None;
+        let mut first_failure = None;
+        for start in &starts {
+            match fit_candidate(model, context, species, degree, start, settings) {
+                Ok((candidate, n)) => {
+                    observations = n;
+                    let better = best.as_ref().is_none_or(|b| {
+                        candidate.negative_log_likelihood < b.negative_log_likelihood
+                            || !b.negative_log_likelihood.is_finite()
+                    });
+                    if better {
+                        best = Some(candidate);
+                    }
+                }
+                Err(reason) => {
+                    first_failure.get_or_insert(reason);
+                }
+            }
+        }
+        let candidate = best.unwrap_or_else(|| Candidate {
+            degree,
+            negative_log_likelihood: f64::NAN,
+            parameters: 0,
+            criterion: f64::INFINITY,
+            converged: false,
+            points: Vec::new(),
+            failure: first_failure,
+        });
         candidates.push(candidate);
         let last = candidates.len() - 1;
         if candidates[last].criterion < candidates[chosen].criterion {
@@ -349,6 +401,9 @@ pub(crate) fn select_curve(
             }
         }
     }
+    if fixed.is_none() {
+        chosen = refine_downwards(model, context, species, settings, &mut candidates, chosen);
+    }
     Ok(CurveSelection {
         context,
         species,
@@ -357,6 +412,57 @@ pub(crate) fn select_curve(
         chosen,
         fixed: fixed.is_some(),
     })
+}
+
+/// A winner of degree w may beat w − 1 only because the fit of w − 1 stopped
+/// at a local optimum (a transition of one treatment missed, say), which the
+/// extra transition escapes. So w − 1 is refitted from the winner's points
+/// with each transition left out in turn; a better fit replaces the
+/// candidate, and when w − 1 then wins, w − 2 is tried the same way.
+/// Candidates are in degree order from 0. Returns the index of the winner.
+fn refine_downwards(
+    model: &CountModel,
+    context: usize,
+    species: usize,
+    settings: &CountFitSettings,
+    candidates: &mut [Candidate],
+    mut chosen: usize,
+) -> usize {
+    loop {
+        let winner = &candidates[chosen];
+        let degree = winner.degree;
+        if degree == 0 || winner.points.iter().any(|p| p.len() != degree) {
+            return chosen;
+        }
+        let lower = degree - 1;
+        let points = winner.points.clone();
+        let mut improved = false;
+        for left_out in 0..degree {
+            let start: Vec<Vec<f64>> = points
+                .iter()
+                .map(|p| {
+                    p.iter()
+                        .enumerate()
+                        .filter(|(i, _)| *i != left_out)
+                        .map(|(_, &x)| x)
+                        .collect()
+                })
+                .collect();
+            if let Ok((candidate, _)) =
+                fit_candidate(model, context, species, lower, &start, settings)
+            {
+                let current = candidates[lower].negative_log_likelihood;
+                if candidate.negative_log_likelihood < current || !current.is_finite() {
+                    candidates[lower] = candidate;
+                    improved = true;
+                }
+            }
+        }
+        if !improved || candidates[lower].criterion >= candidates[chosen].criterion {
+            return chosen;
+        }
+        chosen = lower;
+    }
 }
 
 /// `degree` points spread evenly over bins 1..=`bins` (1-based axis).
