@@ -382,7 +382,9 @@ coef.wisp <- function(object, type = c("all", "fixed", "baseline", "beta", "warp
 #'   informed by the data) get `NA`.
 #' - `"bootstrap"`: the order statistics x_(k) and x_(R+1-k) of the
 #'   replicates, k = ceiling(alpha (R + 1) / 2) - 1 (`-Inf`/`Inf` when
-#'   there are too few replicates for the level).
+#'   there are too few replicates for the level; `NA` for parameters the
+#'   resampling scheme does not redraw, such as warps under `resample =
+#'   "animals"`).
 #'
 #' @param object A `"wisp"` object, or a `"wisp_bootstrap"` from [bs_batch()]
 #'   (all successful replicates).

@@ -121,6 +121,10 @@ attach_bootstrap <- function(result, boot, use.median = FALSE, converged.only = 
   if (use.median) {
     medians <- apply(replicates, 2, stats::median, na.rm = TRUE)
     names(medians) <- names(result$fitted.parameters)
+    # Parameters the scheme does not redraw (warps under resample =
+    # "animals") have no replicates: they keep their estimates.
+    unresampled <- colSums(!is.na(replicates)) == 0
+    medians[unresampled] <- result$fitted.parameters[unresampled]
     result$fitted.parameters <- medians
     pred_log <- fit_predictions(result, medians)
     result$count.data.summed$pred.log <- pred_log

@@ -93,7 +93,8 @@
 #'   of levels and the reference level.
 #' @param fit_only Only fit; no bootstrap or statistics.
 #' @param use.median Report the medians of the bootstrap replicates as the
-#'   estimates instead of the full-data fit.
+#'   estimates instead of the full-data fit (parameters the resampling scheme
+#'   does not redraw keep their full-data estimates).
 #' @param bootstraps.num Number of bootstrap replicates (0: none).
 #' @param converged.resamples.only Use only converged replicates for the
 #'   statistics.
