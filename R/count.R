@@ -27,25 +27,59 @@ count_rate <- function(psi) {
   1e-8 + 1e-3 * (pmax(x, 0) + log1p(exp(-abs(x))))
 }
 
-# Degrees fixed by the user: a context x species matrix (dimnames by label,
-# or in level order), one number for every curve, or NULL (detect).
+# Degrees fixed by the user, as the core takes them: one double per curve,
+# context-major, NA where the structure step chooses; NULL when nothing is
+# fixed. `degrees` is NULL, one number for every curve, a context x gene
+# matrix (dimnames by label, or in level order; NA entries are chosen), or a
+# list named by context whose elements are one number (every gene of the
+# context) or a vector named by gene (genes left out are chosen).
 degree_vector <- function(degrees, contexts, species, call = sys.call(-1)) {
   if (is.null(degrees)) return(NULL)
-  fail <- function() {
-    stop_input("`degrees` must be NULL (detect the transitions), one whole number for every ",
-               "curve, or a context x gene matrix of whole numbers between 0 and 20 (",
-               length(contexts), " x ", length(species), ").", call = call)
+  fail <- function(why = "") {
+    stop_input("`degrees` must be NULL (choose the transitions), one whole number for every ",
+               "curve, a context x gene matrix (", length(contexts), " x ", length(species),
+               ", NA where they are chosen), or a list named by context of numbers named by ",
+               "gene; numbers are whole, between 0 and 20", why, ".", call = call)
   }
-  if (!is.numeric(degrees) || anyNA(degrees) || any(degrees < 0 | degrees > 20 | degrees != round(degrees))) fail()
+  whole <- function(x) {
+    is.numeric(x) && all(is.na(x) | (is.finite(x) & x >= 0 & x <= 20 & x == round(x)))
+  }
+  if (is.list(degrees) && !is.data.frame(degrees)) {
+    if (!length(degrees)) return(NULL)
+    if (is.null(names(degrees)) || anyNA(names(degrees)) || any(names(degrees) == "") ||
+        anyDuplicated(names(degrees))) fail(" (the list needs unique context names)")
+    unknown <- setdiff(names(degrees), contexts)
+    if (length(unknown)) fail(paste0(" (no context ", paste(unknown, collapse = ", "), ")"))
+    out <- matrix(NA_real_, length(contexts), length(species), dimnames = list(contexts, species))
+    for (context in names(degrees)) {
+      d <- degrees[[context]]
+      if (!whole(d) || !length(d)) fail(paste0(" (context ", context, ")"))
+      if (is.null(names(d))) {
+        if (length(d) != 1L) fail(paste0(" (context ", context, ": name the genes)"))
+        out[context, ] <- d
+      } else {
+        unknown <- setdiff(names(d), species)
+        if (length(unknown) || anyDuplicated(names(d))) {
+          fail(paste0(" (context ", context, ": unknown or repeated gene ",
+                      paste(c(unknown, names(d)[duplicated(names(d))]), collapse = ", "), ")"))
+        }
+        out[context, names(d)] <- d
+      }
+    }
+    degrees <- out
+  }
+  if (!whole(degrees) || (is.matrix(degrees) && !is.numeric(degrees))) fail()
   if (length(degrees) == 1L && !is.matrix(degrees)) {
-    return(rep(as.integer(degrees), length(contexts) * length(species)))
+    if (is.na(degrees)) return(NULL)
+    return(rep(as.double(degrees), length(contexts) * length(species)))
   }
   if (!is.matrix(degrees) || !identical(dim(degrees), c(length(contexts), length(species)))) fail()
   if (!is.null(rownames(degrees)) && !is.null(colnames(degrees))) {
     if (!setequal(rownames(degrees), contexts) || !setequal(colnames(degrees), species)) fail()
     degrees <- degrees[contexts, species, drop = FALSE]
   }
-  as.integer(t(degrees)) # context-major
+  if (all(is.na(degrees))) return(NULL)
+  as.double(t(degrees)) # context-major
 }
 
 # Fits the count model. Returns what wisp_count_result() assembles.
@@ -60,6 +94,7 @@ count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL,
   core <- list(
     exposure = settings$exposure,
     degrees = degree_vector(degrees, codes$contexts, codes$species),
+    structure = structure_method(settings),
     lro_cost = if (is.null(degrees)) settings$LRO_cost else "none",
     window = settings$LROwindow_factor, cutoff = settings$LROcutoff,
     method = settings$LRO_method, buffer_factor = settings$buffer_factor,
@@ -81,7 +116,39 @@ count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL,
     fitted$grid <- as.data.frame(fitted$grid, stringsAsFactors = FALSE)
     fitted$grid$NLL <- fitted$grid$neg_loglik
   }
+  if (!is.null(fitted$selection)) fitted$selection <- selection_table(fitted$selection)
   fitted
+}
+
+# A BIC margin below this makes a curve's choice of transitions close: the
+# runner-up is nearly as good (BIC differences under 2 are "not worth more
+# than a bare mention", Kass & Raftery 1995).
+close_margin <- 2
+
+# The chosen rows of the curves whose choice was close (see close_margin);
+# curves fixed by `degrees =` have no choice.
+close_structure_choices <- function(selection) {
+  chosen <- selection[selection$chosen & !selection$fixed, , drop = FALSE]
+  chosen[chosen$margin < close_margin, , drop = FALSE]
+}
+
+# The structure selection's candidates (model vignette §12.6) as a
+# data.frame, one row per (curve, candidate degree) fitted: `context`,
+# `species`, `degree`, `BIC`, `delta.BIC` (the candidate's BIC minus the
+# curve's best), `neg.loglik`, `n.params`, `n.obs`, `converged`, `chosen`,
+# `margin` (the curve's runner-up's BIC minus the winner's: how clear the
+# choice was; Inf without a runner-up), `fixed` (the degree was set by
+# `degrees =`, so it is the only candidate) and `failure` (why a fit
+# failed, else "").
+selection_table <- function(columns) {
+  table <- as.data.frame(columns, stringsAsFactors = FALSE)
+  best <- stats::ave(table$BIC, table$context, table$species, FUN = function(v) min(v))
+  data.frame(context = table$context, species = table$species, degree = table$degree,
+             BIC = table$BIC, delta.BIC = table$BIC - best, neg.loglik = table$neg_loglik,
+             n.params = table$n_params, n.obs = table$n_obs, converged = table$converged,
+             chosen = table$chosen, margin = table$margin, fixed = table$fixed,
+             failure = table$failure,
+             stringsAsFactors = FALSE)
 }
 
 # The R description of a count fit's plan (labels of every parameter and
@@ -171,6 +238,8 @@ wisp_count_result <- function(fitted, settings, plot.settings, variables, call) 
     model.component.list = c("Rt", "tslope", "tpoint"),
     count.data.summed = count_summed_table(model, psi),
     LRO.grid.search.results = fitted$grid,
+    structure.selection = fitted$selection,
+    structure.seconds = fitted$structure_seconds,
     fitted.parameters = parameters,
     gamma.dispersion = model$dispersion,
     param.names = model$parameter_names,
@@ -188,7 +257,8 @@ wisp_count_result <- function(fitted, settings, plot.settings, variables, call) 
     variables = variables,
     fit.diagnostics = diagnostics,
     degrees = model$degrees,
-    change.points = as.data.frame(fitted$change_points, stringsAsFactors = FALSE),
+    change.points = with_treatment_names(as.data.frame(fitted$change_points,
+                                                       stringsAsFactors = FALSE), model),
     parameters = model$parameters,
     likelihood = "nb",
     exposure = list(rule = fitted$exposure, reason = fitted$exposure_reason),

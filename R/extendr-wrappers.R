@@ -99,7 +99,10 @@ model_fit_rust <- function(bytes, start, ctol, max_evals) rust_result(.Call(wrap
 #' column per factor, column-major; `cell` a cell id per token (coded from 0)
 #' or nothing; `settings` a named list: `exposure`, `degrees` (one per
 #' (context, species), context-major, or NULL to detect), `lro_cost`
-#' ("none", "AIC", "BIC", "NLL"), `window`, `cutoff`, `method`,
+#' ("none", "AIC", "BIC", "NLL"), `structure` ("likelihood": each curve's
+#' degree chosen by the count likelihood, model vignette §12.6; "lro": the
+#' change-point detector, with the grid search unless `lro_cost` is "none"),
+#' `window`, `cutoff`, `method`,
 #' `buffer_factor`, `rise_threshold_factor`, `slope_prior_sd`, `step_prior_sd`,
 #' `effect_prior_sd`, `fixed_sd`
 #' (NULL or point, rate, slope), `workers`. `progress(stage, done, total)`

@@ -241,7 +241,13 @@ print.wisp <- function(x, ...) {
 #'   statistics), `method` (`"wald"`, `"percentile"` or `"centred"`),
 #'   `level`, `replicates` (replicates used by the statistics, or 0),
 #'   `alpha`, `adjustment`, `likelihood`, `random.sd`, `fit.diagnostics`,
-#'   `degrees`, `n.warp` (number of warping factors), `nobs` and `logLik`.
+#'   `degrees`, `n.warp` (number of warping factors), `nobs`, `logLik` and
+#'   `structure`: `NULL`, or for a fit whose transitions were chosen by the
+#'   likelihood (`model.settings$structure = "likelihood"`) a data.frame, one
+#'   row per curve: `context, species, degree` (chosen), `fixed` (set by
+#'   `degrees =`), `runner.up` (the next best degree), `margin` (its BIC
+#'   minus the winner's) and `close` (`margin` below 2: the data barely
+#'   prefer the chosen degree; printed as a warning line with those curves).
 #' @seealso [coef.wisp()], [confint.wisp()]
 #' @export
 #' @examples
@@ -284,7 +290,8 @@ summary.wisp <- function(object, level = NULL, ...) {
     adjustment = if (tested) object$stats$adjustment else NA_character_,
     likelihood = fit_likelihood(object), random.sd = object$random.sd,
     fit.diagnostics = object$fit.diagnostics, degrees = object$degrees,
-    n.warp = sum(p$role %in% "warp"), nobs = nobs.wisp(object), logLik = logLik.wisp(object)
+    n.warp = sum(p$role %in% "warp"), nobs = nobs.wisp(object), logLik = logLik.wisp(object),
+    structure = structure_summary(object$structure.selection)
   ), class = "summary.wisp")
 }
 
@@ -329,6 +336,7 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
   cat(sprintf("%s, %s, %s in all\n", count_noun(nrow(x$coefficients), "fixed-effect parameter"),
               count_noun(as.integer(x$n.warp), "random effect"),
               count_noun(sum(x$degrees), "transition")))
+  print_structure_summary(x$structure)
   tab <- x$coefficients
   number <- function(v, blank = "NA") {
     ifelse(is.na(v), blank, formatC(v, digits = digits, format = "fg"))
@@ -1038,4 +1046,42 @@ as.data.frame.wisp_bootstrap <- function(x, row.names = NULL, optional = FALSE, 
   out <- cbind(out, estimates)
   rownames(out) <- NULL
   out
+}
+
+# One row per curve of a likelihood-chosen structure (see summary.wisp()),
+# or NULL when the structure was detected or fixed otherwise.
+structure_summary <- function(selection) {
+  if (is.null(selection) || !nrow(selection)) return(NULL)
+  keys <- unique(selection[c("context", "species")])
+  rows <- lapply(seq_len(nrow(keys)), function(i) {
+    one <- selection[selection$context == keys$context[i] & selection$species == keys$species[i], ]
+    won <- one[one$chosen, , drop = FALSE][1, ]
+    rest <- one[!one$chosen & is.finite(one$BIC), , drop = FALSE]
+    runner <- if (nrow(rest)) rest$degree[which.min(rest$BIC)] else NA_integer_
+    data.frame(context = won$context, species = won$species, degree = won$degree,
+               fixed = isTRUE(won$fixed), runner.up = runner,
+               margin = if (nrow(rest)) won$margin else NA_real_,
+               close = !isTRUE(won$fixed) && nrow(rest) > 0 && won$margin < close_margin,
+               stringsAsFactors = FALSE)
+  })
+  do.call(rbind, rows)
+}
+
+print_structure_summary <- function(structure) {
+  if (is.null(structure)) return(invisible())
+  chosen <- structure[!structure$fixed, , drop = FALSE]
+  text <- sprintf("Transitions chosen by BIC for %s%s", count_noun(nrow(chosen), "curve"),
+                  if (any(structure$fixed)) {
+                    sprintf(" (%s fixed by `degrees`)", count_noun(sum(structure$fixed), "curve"))
+                  } else "")
+  close <- chosen[chosen$close, , drop = FALSE]
+  if (nrow(close)) {
+    text <- paste0(text, sprintf("; %s close (BIC margin < %g, runner-up in brackets): %s",
+                                 count_noun(nrow(close), "choice"), close_margin,
+                                 paste(sprintf("%s/%s %d [%d, %.1f]", close$context, close$species,
+                                               close$degree, close$runner.up, close$margin),
+                                       collapse = ", ")))
+  }
+  cat(strwrap(paste0(text, "."), exdent = 2), sep = "\n")
+  invisible()
 }

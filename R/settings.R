@@ -11,13 +11,13 @@ model_rules <- local({
 })
 
 # Defaults of model.settings: the core's, plus the ones only R uses
-# (LRO_cost, trtKO, max_bin), in the documented order.
+# (structure, LRO_cost, trtKO, max_bin), in the documented order.
 wisp_default_model_settings <- function() {
   core <- model_rules()$defaults
   list(
     buffer_factor = core$buffer_factor, ctol = core$ctol,
     max_penalty_at_distance_factor = core$max_penalty_at_distance_factor,
-    LRO_cost = "AIC", LROcutoff = core$LROcutoff, LROwindow_factor = core$LROwindow_factor,
+    structure = "lro", LRO_cost = "AIC", LROcutoff = core$LROcutoff, LROwindow_factor = core$LROwindow_factor,
     rise_threshold_factor = core$rise_threshold_factor,
     max_evals = as.integer(core$max_evals), rng_seed = as.integer(core$rng_seed),
     warp_precision = core$warp_precision, round_none = core$round_none, trtKO = "none",
@@ -100,6 +100,11 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
   if (!is.logical(settings$round_none) || length(settings$round_none) != 1L || is.na(settings$round_none)) {
     fail("round_none must be TRUE or FALSE.")
   }
+  structure <- settings$structure
+  if (!is.character(structure) || length(structure) != 1L ||
+      !structure %in% c("lro", "likelihood")) {
+    fail("structure must be \"lro\" or \"likelihood\", not ", describe_value(structure), ".")
+  }
   cost <- settings$LRO_cost
   if (!is.character(cost) || length(cost) != 1L || !cost %in% c("AIC", "BIC", "NLL", "none")) {
     fail("LRO_cost must be \"AIC\", \"BIC\", \"NLL\" or \"none\", not ", describe_value(cost), ".")
@@ -142,6 +147,10 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
     }
     settings$random_sd <- rep_len(as.double(sd), 3L)
   }
+  if (likelihood == "original" && structure == "likelihood") {
+    fail("structure = \"likelihood\" applies to likelihood = \"nb\" only; the original ",
+         "likelihood detects change points (structure = \"lro\").")
+  }
   if (likelihood == "original") {
     changed <- c("exposure", priors, "random_sd")[c(
       exposure != "auto",
@@ -159,6 +168,13 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
   }
   settings
 }
+
+# How the number of transitions of each curve is found when `degrees` does
+# not fix them all: "lro" (change-point detection with the grid search of
+# LRO_cost, model vignette §12.1-12.3; the default, and the only one under
+# "original") or "likelihood" (each curve's degree chosen by BIC on count
+# likelihood fits, §12.6; "nb" only).
+structure_method <- function(settings) settings$structure
 
 #' Validated MCMC settings: MCMC is not offered; the bootstrap is the route.
 #' Only the defaults are accepted (steps and burn-in 0).

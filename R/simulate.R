@@ -106,7 +106,8 @@ design_groups <- function(between) {
 #' [wisp()]'s model and beta are the baseline (reference treatment) values
 #' and the treatment effects. Baselines: a first block rate uniform in
 #' 3..12 (per cell), each next one up or down in turn by a factor
-#' `exp(U(0.8, 1.5))`, kept in 1..50; points spread evenly with a little
+#' `exp(U(rate.step[1], rate.step[2]))` (by default `exp(U(0.8, 1.5))`),
+#' kept in 1..50; points spread evenly with a little
 #' jitter; slopes uniform in 0.4..1. Each treatment effect is non-zero with
 #' probability `effect.prob`, with a random sign: rate effects are
 #' +/-`effect.size` on the log(1 + rate) scale, slope effects
@@ -167,6 +168,10 @@ design_groups <- function(between) {
 #' @param point.effect Size of non-zero point effects, in bins.
 #' @param effect.prob Probability that a treatment effect is non-zero: one
 #'   number, or one per gene (0 makes a null gene).
+#' @param rate.step Range (two numbers, `0 <= low <= high <= 3`) of the size
+#'   of the steps between consecutive block rates of a baseline curve: each
+#'   step multiplies the rate per cell by `exp(U(low, high))` or divides it.
+#'   Small steps (e.g. `c(0.2, 0.4)`) make transitions hard to see.
 #' @param random.sd Standard deviations of the random effects: a vector
 #'   named `point`, `rate` and `slope`, or an `n.genes` x 3 matrix with
 #'   those column names. 0 switches a warp off.
@@ -227,7 +232,7 @@ wisp_simulate <- function(n.contexts = 1L, n.genes = 3L, n.random = 3L,
                           design = NULL, n.bins = 50L, cells.per.bin = 5L,
                           dispersion = 0.05, degrees = NULL, effect.size = 0.5,
                           slope.effect = 0.5, point.effect = n.bins / 20,
-                          effect.prob = 0.5,
+                          effect.prob = 0.5, rate.step = c(0.8, 1.5),
                           random.sd = c(point = 0.15, rate = 0.1, slope = 0.15),
                           time.series = NULL, dropout = list(), cell.ids = FALSE,
                           seed = 1L) {
@@ -265,6 +270,11 @@ wisp_simulate <- function(n.contexts = 1L, n.genes = 3L, n.random = 3L,
                describe_value(effect.prob), ".")
   }
   effect_prob <- rep_len(effect_prob, n.genes)
+  if (!is.numeric(rate.step) || length(rate.step) != 2L || anyNA(rate.step) ||
+      rate.step[1] < 0 || rate.step[2] < rate.step[1] || rate.step[2] > 3) {
+    stop_input("`rate.step` must be two numbers low <= high in 0..3 (the range of the log ",
+               "fold change between block rates), not ", describe_value(rate.step), ".")
+  }
   random_sd <- simulation_random_sd(random.sd, genes)
   if (!is.null(time.series) &&
       !(is.character(time.series) && length(time.series) == 1L && time.series %in% names(factors))) {
@@ -294,7 +304,7 @@ wisp_simulate <- function(n.contexts = 1L, n.genes = 3L, n.random = 3L,
     units$treatment <- unit_treatments(units, names(factors), skeleton)
     population <- draw_population(skeleton, effect_prob,
                                   list(rate = effect.size, slope = slope.effect,
-                                       point = point.effect))
+                                       point = point.effect, step = rate.step))
     curves <- curve_table(population, units, design$animals$ran, contexts, genes)
     u <- draw_random_effects(curves, design$animals$ran, genes, random_sd, n.bins)
     animal <- warp_curves(curves, u, n.bins)
@@ -312,7 +322,7 @@ wisp_simulate <- function(n.contexts = 1L, n.genes = 3L, n.random = 3L,
                    fixed.effects = factors, n.bins = n.bins, cells.per.bin = cells.per.bin,
                    dispersion = dispersion, degrees = result$degrees, effect.size = effect.size,
                    slope.effect = slope.effect, point.effect = point.effect,
-                   effect.prob = effect_prob, random.sd = random_sd,
+                   effect.prob = effect_prob, rate.step = rate.step, random.sd = random_sd,
                    time.series = time.series, dropout = dropout, cell.ids = cell.ids,
                    seed = seed, slope.max = simulation_constants$slope_max,
                    rate.floor = simulation_constants[c("tau", "epsilon")])
@@ -568,7 +578,8 @@ draw_curve <- function(d, weights, bins, effect_prob, sizes) {
     rates[1] <- stats::runif(1, 3, 12)
     direction <- sample(c(-1, 1), 1)
     for (k in seq_len(d)) {
-      rates[k + 1] <- min(50, max(1, rates[k] * exp(direction * stats::runif(1, 0.8, 1.5))))
+      step <- stats::runif(1, sizes$step[1], sizes$step[2])
+      rates[k + 1] <- min(50, max(1, rates[k] * exp(direction * step)))
       direction <- -direction
     }
     slopes <- stats::runif(d, 0.4, 1)

@@ -151,11 +151,17 @@
 #'   }
 #' @param ran.seed Seed of the bootstrap (`NULL`: drawn from R's random
 #'   number generator). R's own random stream is not changed.
-#' @param degrees `NULL` (detect the transitions of every curve), one whole
-#'   number for every curve, or a context × gene matrix (with dimnames, or in
+#' @param degrees `NULL` (find the transitions of every curve), one whole
+#'   number for every curve, a context × gene matrix (with dimnames, or in
 #'   the sorted order of the levels) of the number of transitions of each
-#'   curve. Change points of the detection are kept as starting points where
-#'   their number matches; evenly spaced points are used otherwise.
+#'   curve, with `NA` where they are to be found, or a list named by context
+#'   whose elements are one number (every gene of that context) or a vector
+#'   named by gene (genes left out are found), e.g.
+#'   `list(cortex = c(Bcl11b = 2, Satb2 = 1))`. Change points found by the
+#'   structure step are kept as starting points where their number matches;
+#'   the best step function's are used otherwise. Fixing only some curves
+#'   needs `likelihood = "nb"`; the grid search of `LRO_cost` is skipped
+#'   when any curve is fixed.
 #'
 #' @details `model.settings` (defaults in parentheses; the package's Rust
 #'   core holds them, see `wispack:::wisp_default_model_settings()`):
@@ -164,7 +170,17 @@
 #'   relative change of the objective that ends a fit; `max_evals` (1000)
 #'   objective evaluations allowed per fit; `max_penalty_at_distance_factor`
 #'   (0.01) size of the boundary penalty at the start, relative to the
-#'   negative log-likelihood; `LRO_cost` ("AIC") criterion of the grid search
+#'   negative log-likelihood; `structure` ("lro") how each curve's number
+#'   of transitions is found: "lro", by the change-point detector below
+#'   (tuned by the grid search of `LRO_cost`), or "likelihood" (count
+#'   likelihood only), curve by curve: degrees 0, 1, 2, ... are fitted in
+#'   turn with the count likelihood and the full treatment design (random
+#'   effects held at 0, so curves are independent and run on `max.fork`
+#'   workers), starting from an exact segmentation of the curve's pooled
+#'   counts, until two degrees in a row do not improve the BIC; the best BIC
+#'   wins (model vignette §12.6). The result then keeps every candidate in
+#'   `structure.selection`, and `summary()` names curves whose choice was
+#'   close; `LRO_cost` ("AIC") criterion of the grid search
 #'   over change-point settings: "AIC", "BIC", "NLL" or "none" (no search);
 #'   `LROcutoff` (2) and `LROwindow_factor` (1.25) change-point settings used
 #'   without a search; `LRO_method` ("improved") change-point detection,
@@ -243,7 +259,12 @@
 #'   `peak_rss_mb`, `pss_mb`, `private_dirty_mb`; `n.params`; and under
 #'   `"nb"` `df`, the degrees of freedom of [logLik()]: informed fixed
 #'   effects, estimated standard deviations and dispersions), `degrees`,
-#'   `change.points`, `parameters` (what each reported value is: `role`
+#'   `change.points`, `structure.seconds` (time of the structure step, under
+#'   `"nb"`), `structure.selection` (with `structure = "likelihood"`, one row
+#'   per candidate fitted: `context, species, degree, BIC, delta.BIC,
+#'   neg.loglik, n.params, n.obs, converged, chosen, margin` (the curve's
+#'   runner-up's BIC minus the winner's), `fixed` (set by `degrees`),
+#'   `failure`; `NULL` otherwise), `parameters` (what each reported value is: `role`
 #'   baseline, beta, warp, sd or dispersion, with its component, context,
 #'   gene, block, treatment, animal), and `plan`, the saved state of the
 #'   fitted model (versioned and checksummed), so a fit saved with
@@ -372,10 +393,17 @@ wisp_count <- function(prepared, settings, plot.settings, variables, call, worke
               count_noun(length(result$treatment$names), "treatment")))
   say(sprintf("Exposure: %s (%s).", result$exposure$rule, result$exposure$reason))
   if (!is.null(fitted$grid)) {
-    say(sprintf("Grid search over %s (%s): best %s at window factor %.2f, cutoff %.2f.",
+    say(sprintf("Grid search over %s (%s): best %s at window factor %.2f, cutoff %.2f (%.1f s).",
                 count_noun(nrow(fitted$grid), "change-point setting"),
                 count_noun(length(unique(fitted$grid$structure)), "distinct structure"),
-                settings$LRO_cost, fitted$window, fitted$cutoff))
+                settings$LRO_cost, fitted$window, fitted$cutoff, fitted$structure_seconds))
+  }
+  if (!is.null(fitted$selection)) {
+    close <- close_structure_choices(fitted$selection)
+    say(sprintf("Transitions chosen by BIC curve by curve: %s fitted for %s (%.1f s)%s.",
+                count_noun(nrow(fitted$selection), "candidate"),
+                count_noun(sum(fitted$selection$chosen), "curve"), fitted$structure_seconds,
+                if (nrow(close)) sprintf("; %s close (see summary())", count_noun(nrow(close), "choice")) else ""))
   }
   diagnostics <- result$fit.diagnostics
   say(sprintf("Fitted %s (%s, %s): %s after %s (%.1f s).",
@@ -413,6 +441,11 @@ wisp_original <- function(prepared, settings, plot.settings, variables, call, ma
   window <- settings$LROwindow_factor
   cutoff <- settings$LROcutoff
   fixed <- degree_vector(degrees, base$contexts, base$species)
+  if (anyNA(fixed)) {
+    stop_input("under likelihood = \"original\", `degrees` fixes every curve or none ",
+               "(NA entries, or genes left out of a list, need likelihood = \"nb\").", call = call)
+  }
+  if (!is.null(fixed)) fixed <- as.integer(fixed)
   if (settings$LRO_cost != "none" && is.null(fixed)) {
     t0 <- proc.time()[["elapsed"]]
     grid <- lro_grid_search(base, settings, max.fork, progress)

@@ -75,7 +75,7 @@ test_that("wisp_simulate() accepts or refuses every odd argument with a classed 
                                                  cells.per.bin = 1),
                              c("n.contexts", "n.genes", "n.random", "n.bins", "cells.per.bin",
                                "dispersion", "effect.size", "seed", "degrees", "time.series",
-                               "fixed.effects"))
+                               "fixed.effects", "rate.step"))
 })
 
 test_that("the methods accept or refuse odd arguments with a classed error", {

@@ -12,6 +12,7 @@ use crate::count::layout::{CountLayout, CountRole};
 use crate::count::objective::SpeciesProblem;
 use crate::count::pipeline::{self, CountPlan};
 use crate::count::resample::{animal_groups, between_animal_factors};
+use crate::count::select::CurveSelection;
 use crate::count::table::Exposure;
 use crate::error::Error;
 use crate::model::{ParameterRole, WarpKind};
@@ -141,7 +142,10 @@ fn grid_columns(points: &[GridPoint], observations: usize) -> List {
 /// column per factor, column-major; `cell` a cell id per token (coded from 0)
 /// or nothing; `settings` a named list: `exposure`, `degrees` (one per
 /// (context, species), context-major, or NULL to detect), `lro_cost`
-/// ("none", "AIC", "BIC", "NLL"), `window`, `cutoff`, `method`,
+/// ("none", "AIC", "BIC", "NLL"), `structure` ("likelihood": each curve's
+/// degree chosen by the count likelihood, model vignette §12.6; "lro": the
+/// change-point detector, with the grid search unless `lro_cost` is "none"),
+/// `window`, `cutoff`, `method`,
 /// `buffer_factor`, `rise_threshold_factor`, `slope_prior_sd`, `step_prior_sd`,
 /// `effect_prior_sd`, `fixed_sd`
 /// (NULL or point, rate, slope), `workers`. `progress(stage, done, total)`
@@ -248,10 +252,41 @@ fn count_fit(
     let workers = number(&settings, "workers")?;
     let options = pool_options(workers as i32, 1, "rolling", f64::INFINITY, None)?;
     let cost = text(&settings, "lro_cost")?;
+    let method = text(&settings, "structure")?;
+    if !["likelihood", "lro"].contains(&method.as_str()) {
+        return Err(Error::input(format!(
+            "structure must be \"likelihood\" or \"lro\", not \"{method}\""
+        )));
+    }
     let (mut window, mut cutoff) = (number(&settings, "window")?, number(&settings, "cutoff")?);
-    let degrees = numbers(&settings, "degrees")?;
+    let fixed = fixed_degrees(&numbers(&settings, "degrees")?, curves)?;
+    let structure_started = std::time::Instant::now();
+    if method == "likelihood" {
+        let (detected, selections) =
+            pipeline::select_structure(&base, &fixed, &fit, &options, interrupted)?;
+        let structure_seconds = structure_started.elapsed().as_secs_f64();
+        let selection = Some(selection_columns(&base, &selections));
+        let (plan, outcome) = pipeline::fit_count(
+            &base,
+            detected,
+            &fit,
+            &options,
+            interrupted,
+            |done, total| relay.call(pairlist!("fit", done as f64, total as f64)),
+        )?;
+        return fit_result(
+            plan,
+            outcome,
+            exposure,
+            window,
+            cutoff,
+            None,
+            selection,
+            structure_seconds,
+        );
+    }
     let mut grid = None;
-    if degrees.is_empty() && cost != "none" {
+    if fixed.is_empty() && cost != "none" {
         let template = detection_settings(&settings, 1.0, 1.0)?;
         let points = pipeline::grid_search(
             &base,
@@ -276,22 +311,10 @@ fn count_fit(
         grid = Some(grid_columns(&points, observations));
     }
     let detection = detection_settings(&settings, window, cutoff)?;
-    let fixed_degrees: Option<Vec<usize>> = if degrees.is_empty() {
-        None
-    } else {
-        if degrees.len() != curves
-            || degrees
-                .iter()
-                .any(|d| !(*d >= 0.0 && *d <= 20.0 && *d == d.trunc()))
-        {
-            return Err(Error::input(format!(
-                "degrees needs {curves} whole numbers between 0 and 20, one per (context, species)"
-            )));
-        }
-        Some(degrees.iter().map(|&d| d as usize).collect())
-    };
-    let detected = pipeline::structure_of(&base, &detection, fixed_degrees.as_deref())
-        .map_err(Error::input)?;
+    let fixed_degrees = (!fixed.is_empty()).then_some(fixed.as_slice());
+    let detected =
+        pipeline::structure_of(&base, &detection, fixed_degrees).map_err(Error::input)?;
+    let structure_seconds = structure_started.elapsed().as_secs_f64();
     let (plan, outcome) = pipeline::fit_count(
         &base,
         detected,
@@ -300,6 +323,52 @@ fn count_fit(
         interrupted,
         |done, total| relay.call(pairlist!("fit", done as f64, total as f64)),
     )?;
+    fit_result(
+        plan,
+        outcome,
+        exposure,
+        window,
+        cutoff,
+        grid,
+        None,
+        structure_seconds,
+    )
+}
+
+/// The user's `degrees`: empty (choose every curve's), or one entry per
+/// curve, context-major: a whole number 0..=20 fixes the curve's degree,
+/// NaN (R's NA) leaves it to be chosen.
+fn fixed_degrees(degrees: &[f64], curves: usize) -> RResult<Vec<Option<usize>>> {
+    if degrees.is_empty() {
+        return Ok(Vec::new());
+    }
+    if degrees.len() != curves
+        || degrees
+            .iter()
+            .any(|d| !(d.is_nan() || (*d >= 0.0 && *d <= 20.0 && *d == d.trunc())))
+    {
+        return Err(Error::input(format!(
+            "degrees needs {curves} entries, one per (context, species): whole numbers between 0 and 20, or NA to choose"
+        )));
+    }
+    Ok(degrees
+        .iter()
+        .map(|&d| (!d.is_nan()).then_some(d as usize))
+        .collect())
+}
+
+/// What count_fit_rust() returns to R.
+#[allow(clippy::too_many_arguments)]
+fn fit_result(
+    plan: CountPlan,
+    outcome: crate::outcome::Outcome,
+    exposure: crate::count::table::ExposureChoice,
+    window: f64,
+    cutoff: f64,
+    grid: Option<List>,
+    selection: Option<List>,
+    structure_seconds: f64,
+) -> RResult<List> {
     let parameters = outcome
         .fit
         .as_ref()
@@ -315,8 +384,56 @@ fn count_fit(
         exposure_reason = exposure.reason,
         window = window,
         cutoff = cutoff,
-        grid = grid.map_or(r!(NULL), Robj::from)
+        grid = grid.map_or(r!(NULL), Robj::from),
+        selection = selection.map_or(r!(NULL), Robj::from),
+        structure_seconds = structure_seconds
     ))
+}
+
+/// Every candidate of the structure selection, one row each: its curve's
+/// labels, degree, −log-likelihood, parameters, the curve's observed rows,
+/// BIC, whether its fit converged, whether it was chosen, the curve's
+/// margin (the runner-up's BIC minus the winner's; +∞ when it had no
+/// runner-up), whether the user fixed the degree, and why its fit failed
+/// ("" when it did not).
+fn selection_columns(model: &crate::count::CountModel, selections: &[CurveSelection]) -> List {
+    let design = model.design();
+    let rows = selections
+        .iter()
+        .flat_map(|s| s.candidates.iter().enumerate().map(move |(i, c)| (s, i, c)));
+    let (mut context, mut species, mut degree, mut nll, mut parameters, mut observations) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut criterion, mut converged, mut chosen, mut margin, mut failure) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    let mut fixed = vec![];
+    for (selection, index, candidate) in rows {
+        context.push(design.contexts()[selection.context].as_str());
+        species.push(design.species()[selection.species].as_str());
+        degree.push(candidate.degree as i32);
+        nll.push(candidate.negative_log_likelihood);
+        parameters.push(candidate.parameters as i32);
+        observations.push(selection.observations as f64);
+        criterion.push(candidate.criterion);
+        converged.push(candidate.converged);
+        chosen.push(index == selection.chosen);
+        margin.push(selection.margin());
+        failure.push(candidate.failure.clone().unwrap_or_default());
+        fixed.push(selection.fixed);
+    }
+    list!(
+        context = context,
+        species = species,
+        degree = degree,
+        neg_loglik = nll,
+        n_params = parameters,
+        n_obs = observations,
+        BIC = criterion,
+        converged = converged,
+        chosen = chosen,
+        margin = margin,
+        fixed = fixed,
+        failure = failure
+    )
 }
 
 /// The change points as a long table, one row per point.

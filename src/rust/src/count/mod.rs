@@ -29,6 +29,7 @@ pub(crate) mod linalg;
 pub(crate) mod objective;
 pub(crate) mod pipeline;
 pub(crate) mod resample;
+pub(crate) mod select;
 pub(crate) mod solver;
 pub(crate) mod start;
 pub(crate) mod table;
@@ -135,6 +136,30 @@ impl CountModel {
             self.table.clone(),
             self.design.clone(),
             structure,
+            self.point_gap,
+        )
+    }
+
+    /// One (context, species) curve of this model as a model of its own,
+    /// with `degree` transitions: the same animals, treatments, W and point
+    /// gap (see [`CountTable::curve_rows`]).
+    pub fn curve_model(
+        &self,
+        context: usize,
+        species: usize,
+        degree: usize,
+    ) -> Result<Self, String> {
+        let table = self.table.curve_rows(context, species)?;
+        let design = Design::new(
+            vec![self.design.contexts()[context].clone()],
+            vec![self.design.species()[species].clone()],
+            self.design.ran_levels().to_vec(),
+            self.design.factors().to_vec(),
+        )?;
+        CountModel::new(
+            table,
+            design,
+            Structure::new(1, 1, vec![degree])?,
             self.point_gap,
         )
     }

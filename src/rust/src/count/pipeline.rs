@@ -5,6 +5,7 @@ use super::curve::{BinDerivatives, CurveValues, WarpedCurve};
 use super::fit::{fit_species, reported_parameters, CountFitSettings, SpeciesFit};
 use super::layout::{CountLayout, CountRole};
 use super::resample::redraw;
+use super::select::{select_curve, selected_structure, CurveSelection};
 use super::start::{detect_structure, pooled_series, segmentation_points};
 use super::CountModel;
 use crate::bootstrap::Resampling;
@@ -141,20 +142,34 @@ pub(crate) struct CountPlan {
     pub estimate: CountEstimate,
 }
 
-/// Detected (or given) structure of a count model: with `degrees`, those
-/// degrees and, where detection found as many transitions, its change points
-/// (evenly spaced points otherwise).
+/// Detected (or given) structure of a count model: with `degrees` (per
+/// curve, context-major: a fixed degree, or None to keep the detected one),
+/// those degrees and, where detection found as many transitions, its change
+/// points (the best step function's otherwise).
 pub(crate) fn structure_of(
     base: &CountModel,
     detection: &DetectionSettings,
-    degrees: Option<&[usize]>,
+    degrees: Option<&[Option<usize>]>,
 ) -> Result<DetectedStructure, String> {
     let detected = detect_structure(base, detection)?;
-    let Some(degrees) = degrees else {
+    let Some(fixed) = degrees else {
         return Ok(detected);
     };
     let shape = base.table().shape();
-    let structure = Structure::new(shape.contexts, shape.species, degrees.to_vec())?;
+    if fixed.len() != shape.contexts * shape.species {
+        return Err(format!(
+            "degrees needs {} entries, one per (context, species), not {}",
+            shape.contexts * shape.species,
+            fixed.len()
+        ));
+    }
+    // Curves the user left open (None) keep the detected degree.
+    let degrees: Vec<usize> = fixed
+        .iter()
+        .zip(detected.structure.degrees())
+        .map(|(f, &d)| f.unwrap_or(d))
+        .collect();
+    let structure = Structure::new(shape.contexts, shape.species, degrees.clone())?;
     // Where detection found another number of transitions, the best step
     // function with the wanted number starts the points.
     let change_points = detected
@@ -243,6 +258,97 @@ pub(crate) fn fit_species_on(
         })
         .collect::<Result<Vec<_>, Error>>()?;
     Ok(CountEstimate { species: fits })
+}
+
+/// Chooses every curve's number of transitions by the count likelihood
+/// (model vignette §12.6). Curves are independent there, so they run in
+/// parallel on the fork engine when `options` allows more than one worker
+/// (in this process otherwise); each curve's choice depends on its own rows
+/// only, so the result is the same for any number of workers. Returns the
+/// chosen structure and every curve's selection, context-major. `fixed`
+/// holds, per curve (context-major), the degree the user fixed or None
+/// (choose it); empty: choose every curve's.
+pub(crate) fn select_structure(
+    base: &CountModel,
+    fixed: &[Option<usize>],
+    settings: &CountFitSettings,
+    options: &PoolOptions,
+    interrupted: impl FnMut() -> bool,
+) -> Result<(DetectedStructure, Vec<CurveSelection>), Error> {
+    let shape = base.table().shape();
+    let curves = shape.contexts * shape.species;
+    if !fixed.is_empty() && fixed.len() != curves {
+        return Err(Error::input(format!(
+            "degrees needs {curves} entries, one per (context, species), not {}",
+            fixed.len()
+        )));
+    }
+    let fixed_of = |curve: usize| fixed.get(curve).copied().flatten();
+    // A fixed degree the bins have no room for is the user's error, found
+    // before any work (and the same for any worker count).
+    for curve in 0..curves {
+        if let Some(degree) = fixed_of(curve) {
+            base.curve_model(curve / shape.species, curve % shape.species, degree)
+                .map_err(|e| {
+                    Error::input(format!(
+                        "degrees: {degree} transitions for {} in {}: {e}",
+                        base.design().species()[curve % shape.species],
+                        base.design().contexts()[curve / shape.species]
+                    ))
+                })?;
+        }
+    }
+    let select = |curve: usize| {
+        select_curve(
+            base,
+            curve / shape.species,
+            curve % shape.species,
+            fixed_of(curve),
+            settings,
+        )
+    };
+    let selections: Vec<CurveSelection> = if options.workers <= 1 || curves <= 1 {
+        (0..curves)
+            .map(select)
+            .collect::<Result<_, _>>()
+            .map_err(Error::input)?
+    } else {
+        // A few curves per child: a fork costs more than a small curve's
+        // selection, and four batches per worker still balance the load.
+        let options = PoolOptions {
+            tasks_per_child: curves.div_ceil(4 * options.workers).max(1),
+            ..options.clone()
+        };
+        let tasks: Vec<usize> = (1..=curves).collect();
+        let batch = engine::run_tasks(
+            &tasks,
+            &options,
+            |context| select(context.task - 1),
+            interrupted,
+            |_| {},
+        )?;
+        if batch.interrupted {
+            return Err(Error::interrupted(
+                "interrupted; all child processes were killed",
+            ));
+        }
+        batch
+            .records
+            .into_iter()
+            .map(|record| {
+                record.outcome.map_err(|failure| {
+                    let curve = record.task - 1;
+                    Error::system(format!(
+                        "the structure selection of {} in {} failed: {failure}",
+                        base.design().species()[curve % shape.species],
+                        base.design().contexts()[curve / shape.species]
+                    ))
+                })
+            })
+            .collect::<Result<_, Error>>()?
+    };
+    let detected = selected_structure(base, &selections).map_err(Error::input)?;
+    Ok((detected, selections))
 }
 
 /// The full-data fit: structure, fit, and the plan that keeps them.

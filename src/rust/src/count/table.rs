@@ -356,6 +356,54 @@ impl CountTable {
         self.pool_tokens = pool_tokens;
     }
 
+    /// The summed rows of one (context, species) curve as a table of their
+    /// own (one context, one species; the same animals, treatments and bins),
+    /// for fitting that curve alone (the structure selection, model vignette
+    /// §12.6). It keeps the counts, exposures and observed keys but no
+    /// tokens: it can be fitted, not resampled.
+    pub fn curve_rows(&self, context: usize, species: usize) -> Result<CountTable, String> {
+        let shape = self.shape;
+        if context >= shape.contexts || species >= shape.species {
+            return Err(format!(
+                "there is no curve ({context}, {species}) in a table of {} contexts and {} species",
+                shape.contexts, shape.species
+            ));
+        }
+        let curve_shape = TableShape {
+            contexts: 1,
+            species: 1,
+            ..shape
+        };
+        let rows = key_count_of(curve_shape)?;
+        let (mut observed, mut count, mut exposure) = (
+            Vec::with_capacity(rows),
+            Vec::with_capacity(rows),
+            Vec::with_capacity(rows),
+        );
+        let (counts, exposures) = (self.counts(species), self.exposures(species));
+        for r in 0..shape.ran_levels {
+            for t in 0..shape.treatments {
+                let first = self.block_key(r, context, t);
+                let keys = first..first + shape.bins;
+                observed.extend_from_slice(&self.observed[keys.clone()]);
+                count.extend_from_slice(&counts[keys.clone()]);
+                exposure.extend_from_slice(&exposures[keys]);
+            }
+        }
+        Ok(CountTable {
+            shape: curve_shape,
+            exposure_kind: self.exposure_kind,
+            observed,
+            count,
+            exposure,
+            pool_starts: vec![0; rows + 1],
+            pool_tokens: Vec::new(),
+            token_counts: Vec::new(),
+            token_rows: Vec::new(),
+            token_cells: Vec::new(),
+        })
+    }
+
     /// Exposures of one species over all keys.
     pub fn exposures(&self, species: usize) -> &[f64] {
         let keys = self.key_count();
