@@ -15,7 +15,7 @@
 #'   genotype), each drawn animal's data kept whole. It assumes nothing about
 #'   how the animals vary, but a resample of a few animals holds fewer
 #'   distinct animals than the data: with 3 to 8 animals per group its
-#'   intervals are too narrow and true nulls come out significant 9 to 18 %
+#'   intervals are too narrow and true nulls come out significant 9 to 20 %
 #'   of the time (`vignette("inference")`). With a single animal, or every
 #'   animal alone in its group, it cannot resample anything and is an error.
 #' * `"cells"` (the original's scheme, and the default for `likelihood =

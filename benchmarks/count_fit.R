@@ -53,8 +53,9 @@ record("small", "converged", vapply(small, function(x) as.numeric(x$fit$fit.diag
 record("small", "rows", nobs(small[[1]]$fit))
 record("small", "parameters", d$n.params)
 
-# A bootstrap replicate of the small model, in this process (its time
-# includes redrawing the animals and refitting from the estimate).
+# A bootstrap replicate of the small model, in this process, with the
+# default scheme (parametric: its time includes drawing new animals and
+# counts and refitting from the estimate).
 fit <- small[[1]]$fit
 replicates <- bs_batch(fit, max(10L, 4L * repeats), backend = "serial", seed = 1,
                        progress = FALSE)
