@@ -15,7 +15,8 @@ variable_roles <- c(column_roles, "timeseries", "fixedeffects", "cell")
 #' @keywords internal
 #' @noRd
 prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
-                               call = sys.call(-1)) {
+                               missing_treatments = c("error", "warn"), call = sys.call(-1)) {
+  missing_treatments <- match.arg(missing_treatments)
   fail <- function(...) stop_input(..., call = call)
   if (!is.data.frame(count.data)) {
     fail("`count.data` must be a data.frame, not ", class(count.data)[1], ".")
@@ -185,7 +186,8 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
                                levels = unique(as_utf8(levels[[column]], column, fail)))
   }
   default_ran <- is.null(variables$ran) && "ran" %in% constant && is.null(variables$fixedeffects)
-  check_treatments_have_data(tokens, fixed_effects, fail, if (default_ran) fixed_effects)
+  check_treatments_have_data(tokens, fixed_effects, fail, if (default_ran) fixed_effects,
+                             missing = missing_treatments)
 
   if (!is.null(cells)) {
     bad <- which(is.na(cells))
@@ -362,12 +364,17 @@ check_bins_consecutive <- function(bin, column, fail) {
 
 greatest_common_divisor <- function(a, b) if (b == 0) a else greatest_common_divisor(b, a %% b)
 
-# Every combination of fixed-effect levels must have tokens: a treatment
-# without data cannot be estimated. `default_fixed_effects`: the fixed effects
-# taken by default while the ran role is a constant, one of which likely
-# identifies the animals.
+# A combination of fixed-effect levels (a treatment) without tokens cannot
+# be estimated. Under the original likelihood every one needs data
+# (`missing = "error"`). The count likelihood (`"warn"`) fits the others and
+# reports the effects that need the missing ones as NaN, with a warning; the
+# reference combination must have data, as every effect is measured from
+# it. `default_fixed_effects`: the fixed effects taken by default while the
+# ran role is a constant, one of which likely identifies the animals.
 check_treatments_have_data <- function(tokens, fixed_effects, fail,
-                                       default_fixed_effects = NULL) {
+                                       default_fixed_effects = NULL,
+                                       missing = c("error", "warn")) {
+  missing <- match.arg(missing)
   if (!length(fixed_effects)) return(invisible())
   levels <- lapply(fixed_effects, function(f) sorted_levels(tokens[[f]]))
   names(levels) <- fixed_effects
@@ -387,10 +394,26 @@ check_treatments_have_data <- function(tokens, fixed_effects, fail,
       }, 1))]
       animal <- c(named, most)[1]
     }
+    listed <- paste0(paste0("(", utils::head(combos, 5), ")", collapse = "; "),
+                     if (length(combos) > 5) sprintf(" and %d more", length(combos) - 5) else "")
+    reference_missing <- 1L %in% absent
+    if (missing == "warn" && !reference_missing && is.null(animal)) {
+      warning("no tokens for the treatment combination", if (length(combos) > 1) "s", " ",
+              listed, ": ", if (length(combos) > 1) "their" else "its", " curves cannot be ",
+              "estimated, and the treatment effects that need them (e.g. interactions) are ",
+              "reported as NaN; the others are estimated from the treatments with data.",
+              call. = FALSE)
+      return(invisible())
+    }
     fail("no tokens for the treatment combination", if (length(combos) > 1) "s", " ",
-         paste0("(", utils::head(combos, 5), ")", collapse = "; "),
-         if (length(combos) > 5) sprintf(" and %d more", length(combos) - 5),
-         "; every combination of fixed-effect levels needs data.",
+         listed,
+         if (missing == "warn" && reference_missing) paste0(
+           ", among them the reference (", combos[absent == 1L], "), from which every effect ",
+           "is measured; make a level with data the first level of its factor (e.g. ",
+           "factor(x, levels = c(...)))") else
+           if (missing == "warn") "" else "; every combination of fixed-effect levels needs data",
+         if (missing == "error") " under likelihood = \"original\" (the count likelihood, the default, fits the others)" else "",
+         ".",
          if (!is.null(animal)) paste0(
            " No column is mapped to the random-effect role (ran) and count.data has no column ",
            "'ran', so every other column is a fixed effect: '", animal, "' was taken as a ",

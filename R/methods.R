@@ -794,6 +794,21 @@ prediction_points <- function(object, newdata, call = sys.call(-1)) {
   check_levels(species, groups$species.lvls, in_column("gene", "species"))
   check_levels(treatment, as_treatment_names(object$treatment$names, reference), "treatment")
   check_levels(ran, summed_ran, in_column("random level", "ran"))
+  # A treatment without tokens in a context and gene (an unbalanced design
+  # under the count likelihood) has no estimated curve there.
+  has_data <- !is.na(summed$count)
+  estimated <- unique(paste(summed$context[has_data], summed$species[has_data],
+                            summed$treatment[has_data], sep = "\r"))
+  unestimated <- which(!paste(context, species, treatment, sep = "\r") %in% estimated)
+  if (length(unestimated)) {
+    curves <- unique(sprintf("%s in %s under \"%s\"", species[unestimated], context[unestimated],
+                             treatment[unestimated]))
+    stop_input("`newdata` asks for curves the data of the fit do not contain: ",
+               paste(utils::head(curves, 3), collapse = ", "),
+               if (length(curves) > 3) sprintf(" (and %d more)", length(curves) - 3) else "",
+               ". A treatment without tokens has no estimated curve (its effects are NaN).",
+               call = call)
+  }
   # An animal's curve exists only under the treatments it was observed in.
   animal <- ran != "none"
   if (any(animal)) {

@@ -246,6 +246,17 @@
 #' a number as above. Any other text (e.g. "young", "adult", "old") is an
 #' error that asks for a factor with the levels in time order.
 #'
+#'
+#' @section Unbalanced designs:
+#' Under the count likelihood a combination of fixed-effect levels without
+#' tokens (e.g. no KO animal at P28) does not stop the fit: its curves
+#' cannot be estimated, so the treatment effects that need them (here the
+#' KO:P28 interaction) are reported as `NaN`, with a warning that names the
+#' combinations, and every other effect is estimated from the treatments
+#' with data. `predict()` refuses curves of such a treatment. The reference
+#' combination (the first level of every fixed effect) must have data, as
+#' every effect is measured from it. `likelihood = "original"` needs every
+#' combination, as the original package did.
 #' @return An object of class `"wisp"`: a list with the original's fields
 #'   (`count.data.summed`, `fitted.parameters`, `param.names`,
 #'   `gamma.dispersion`, `fix`, `treatment`, `weight.matrix`,
@@ -308,7 +319,9 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   say <- function(...) if (verbose) message(...)
 
   started <- proc.time()[["elapsed"]]
-  prepared <- prepare_count_data(count.data, variables, settings$max_bin)
+  prepared <- prepare_count_data(count.data, variables, settings$max_bin,
+                                 missing_treatments = if (settings$likelihood == "nb") "warn" else
+                                   "error")
   progress <- stage_progress(say, verbose, max.fork)
   on.exit(progress$finish(), add = TRUE)
   if (settings$likelihood == "nb") {

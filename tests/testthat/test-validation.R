@@ -115,7 +115,7 @@ test_that("a fixed effect with fewer than 2 levels is refused", {
   expect_error(prepare(data), class = "wisp_input_error", regexp = "'age' has only one level")
 })
 
-test_that("a treatment combination with no data is refused", {
+test_that("a treatment combination with no data is refused (as the original likelihood needs)", {
   data <- tiny_counts()
   data$age <- c("P12", "P12", "P12", "P12", "P18", "P18", "P12", "P12")
   data <- data[!(data$hemisphere == "right" & data$age == "P18"), ]
