@@ -5,13 +5,6 @@
 #' @useDynLib wispack, .registration = TRUE
 NULL
 
-#' The routine that resumes a jump out of an R callback that ran while Rust
-#' worked: `.Call(unwind_routine_rust(), value$wisp_unwind)` (see
-#' `continue_jump()` in R/rust.R).
-#' @keywords internal
-#' @noRd
-unwind_routine_rust <- function() rust_result(.Call(wrap__unwind_routine_rust))
-
 #' Build a model from coded token columns and return its saved state.
 #' Levels are coded from 0; `factor_codes` holds one column per factor,
 #' column-major; `time_series` is the 0-based factor index or -1;

@@ -39,7 +39,7 @@ inject_faults <- function(faults) {
 # still be there.
 continue_jump <- function(value) {
   if (is.list(value) && !is.null(value$wisp_unwind)) {
-    .Call(unwind_routine_rust(), value$wisp_unwind)
+    .Call(wisp_continue_unwind, value$wisp_unwind)
   }
   value
 }

@@ -44,10 +44,12 @@ test_that("malformed inputs to wisp(), bs_batch() and wisp_simulate() are classe
     "bin above max_bin" = quote(wisp(base, model.settings = list(LRO_cost = "none", max_bin = 10),
                                      verbose = FALSE)),
     "character bins" = quote(W(with_data(function(d) { d$bin <- as.character(d$bin); d }))),
-    "treatment without data" = quote(W(with_data(function(d) {
+    # The count likelihood fits what the data identify (test-unbalanced.R);
+    # the original needs every treatment.
+    "treatment without data, original likelihood" = quote(wisp(with_data(function(d) {
       d$age <- ifelse(d$hemisphere == "left", "P1", sample(c("P1", "P2"), nrow(d), TRUE))
       d[!(d$hemisphere == "left" & d$age == "P2"), ]
-    }))),
+    }), model.settings = c(quick, likelihood = "original"), verbose = FALSE)),
     "labels collide after pasting (_)" = quote(W(with_data(function(d) {
       d$context <- ifelse(d$species == "gene1", "a_b", "a")
       d$species <- ifelse(d$species == "gene1", "c", "b_c")

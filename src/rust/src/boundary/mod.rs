@@ -73,13 +73,10 @@ extern "C" {
     // would inherit that, losing the landing pad that catches the panic.
     fn R_UnwindProtect();
     static R_GlobalEnv: Sexp;
-    static R_NilValue: Sexp;
     fn Rf_eval(expr: Sexp, env: Sexp) -> Sexp;
     fn Rf_lcons(car: Sexp, cdr: Sexp) -> Sexp;
-    fn Rf_install(name: *const std::ffi::c_char) -> Sexp;
     fn R_MakeUnwindCont() -> Sexp;
     fn R_ContinueUnwind(cont: Sexp) -> !;
-    fn R_MakeExternalPtr(address: *mut c_void, tag: Sexp, protected: Sexp) -> Sexp;
 }
 
 /// Evaluates the call `data` in R's global environment. R may longjmp out of
@@ -183,33 +180,91 @@ impl Relay {
     }
 }
 
-/// Resumes the jump of a continuation `R_UnwindProtect` kept, as a `.Call()`
-/// target (see [`unwind_routine_rust`]). It owns nothing, so R's longjmp out
-/// of it skips nothing that would need dropping.
+/// Resumes the jump of a continuation `R_UnwindProtect` kept: the `.Call()`
+/// routine `wisp_continue_unwind` (see `continue_jump()` in R/rust.R). It
+/// owns nothing, so R's longjmp out of it skips nothing that would need
+/// dropping; that is also why it is a raw routine and not an extendr
+/// wrapper, whose frames own their arguments.
 unsafe extern "C" fn continue_unwind(token: Sexp) -> Sexp {
     R_ContinueUnwind(token)
 }
 
-/// The routine that resumes a jump out of an R callback that ran while Rust
-/// worked: `.Call(unwind_routine_rust(), value$wisp_unwind)` (see
-/// `continue_jump()` in R/rust.R).
-/// @keywords internal
-/// @noRd
-#[extendr]
-fn unwind_routine_rust() -> Robj {
-    // SAFETY: on R's main thread; the external pointer holds the address of
-    // a function with `.Call()`'s signature (one SEXP in, one out), tagged
-    // as R tags native symbols.
-    unsafe {
-        Robj::from_sexp(
-            R_MakeExternalPtr(
-                continue_unwind as *const () as *mut c_void,
-                Rf_install(c"native symbol".as_ptr()),
-                R_NilValue,
-            )
-            .cast(),
-        )
+/// One `.Call()` routine for `R_registerRoutines` (R's `R_CallMethodDef`).
+#[repr(C)]
+struct CallRoutine {
+    name: *const std::ffi::c_char,
+    fun: Option<unsafe extern "C" fn() -> *mut c_void>,
+    arguments: c_int,
+}
+
+extern "C" {
+    fn R_registerRoutines(
+        info: *mut c_void,
+        c_routines: *const c_void,
+        call_routines: *const CallRoutine,
+        fortran_routines: *const c_void,
+        external_routines: *const c_void,
+    ) -> c_int;
+    fn R_useDynamicSymbols(info: *mut c_void, value: c_int) -> c_int;
+    fn R_forceSymbols(info: *mut c_void, value: c_int) -> c_int;
+}
+
+/// Registers the package's `.Call()` routines (called by `R_init_wispack`
+/// in src/entrypoint.c): extendr's wrappers, as extendr's own
+/// `R_init_wispack_extendr` would, and `wisp_continue_unwind`. One call
+/// must register them all, as `R_registerRoutines` replaces what a DLL had.
+///
+/// # Safety
+/// Called once by R with the package's `DllInfo`, on R's main thread.
+#[no_mangle]
+pub unsafe extern "C" fn R_init_wispack_routines(info: *mut c_void) {
+    let metadata = crate::get_wispack_metadata();
+    let functions = metadata
+        .functions
+        .iter()
+        .chain(metadata.impls.iter().flat_map(|i| i.methods.iter()));
+    let mut names: Vec<std::ffi::CString> = Vec::new();
+    let mut routines: Vec<CallRoutine> = Vec::new();
+    for function in functions {
+        let Ok(name) = std::ffi::CString::new(function.c_name) else {
+            continue;
+        };
+        // SAFETY: extendr's wrappers have .Call's signature (SEXPs in, one
+        // out); R calls them with `arguments` arguments.
+        let fun = std::mem::transmute::<*const u8, unsafe extern "C" fn() -> *mut c_void>(
+            function.func_ptr,
+        );
+        routines.push(CallRoutine {
+            name: name.as_ptr(),
+            fun: Some(fun),
+            arguments: function.args.len() as c_int,
+        });
+        names.push(name);
     }
+    routines.push(CallRoutine {
+        name: c"wisp_continue_unwind".as_ptr(),
+        fun: Some(std::mem::transmute::<
+            unsafe extern "C" fn(Sexp) -> Sexp,
+            unsafe extern "C" fn() -> *mut c_void,
+        >(continue_unwind)),
+        arguments: 1,
+    });
+    routines.push(CallRoutine {
+        name: std::ptr::null(),
+        fun: None,
+        arguments: 0,
+    });
+    // R copies the names.
+    R_registerRoutines(
+        info,
+        std::ptr::null(),
+        routines.as_ptr(),
+        std::ptr::null(),
+        std::ptr::null(),
+    );
+    R_useDynamicSymbols(info, 0);
+    R_forceSymbols(info, 0);
+    drop(names);
 }
 
 /// Longest accepted timeout: `Duration` holds far more, but nothing needs it.
@@ -349,7 +404,6 @@ fn without_test_hooks(what: &str) -> Error {
 
 extendr_module! {
     mod boundary;
-    fn unwind_routine_rust;
     use model;
     use fit;
     use count;

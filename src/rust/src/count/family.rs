@@ -28,8 +28,16 @@ pub(crate) fn rate(psi: f64) -> Rate {
     let tau = RATE_FLOOR_WIDTH;
     let growth = psi.exp();
     let scaled = psi.exp_m1() / tau;
-    // softplus(x) = max(x, 0) + ln(1 + e^{−|x|}); σ(x) its derivative
-    let softplus = scaled.max(0.0) + (-scaled.abs()).exp().ln_1p();
+    // softplus(x) = max(x, 0) + ln(1 + e^{−|x|}); σ(x) its derivative. Far
+    // from 0 the correction is below the last bit (see `sigmoid`): skip its
+    // exponential, which would underflow on libm's slow path.
+    let softplus = if scaled > crate::model::curve::SATURATED {
+        scaled
+    } else if scaled < -crate::model::curve::UNDERFLOW {
+        0.0
+    } else {
+        scaled.max(0.0) + (-scaled.abs()).exp().ln_1p()
+    };
     let logistic = crate::model::curve::sigmoid(scaled);
     Rate {
         value: RATE_FLOOR + tau * softplus,
@@ -131,6 +139,39 @@ pub(crate) fn row_value(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_saturated_shortcuts_give_the_plain_formulas_bits() {
+        // The plain formulas, evaluated through libm without shortcuts.
+        let plain_sigmoid = |u: f64| {
+            if u > 0.0 {
+                1.0 / (1.0 + (-u).exp())
+            } else {
+                u.exp() / (1.0 + u.exp())
+            }
+        };
+        let plain_rate = |psi: f64| {
+            let scaled = psi.exp_m1() / RATE_FLOOR_WIDTH;
+            RATE_FLOOR + RATE_FLOOR_WIDTH * (scaled.max(0.0) + (-scaled.abs()).exp().ln_1p())
+        };
+        let mut checked = 0;
+        for i in -4000..=4000 {
+            let u = i as f64 * 0.25;
+            assert_eq!(
+                crate::model::curve::sigmoid(u).to_bits(),
+                plain_sigmoid(u).to_bits(),
+                "sigmoid({u})"
+            );
+            let psi = i as f64 * 0.002;
+            assert_eq!(
+                rate(psi).value.to_bits(),
+                plain_rate(psi).to_bits(),
+                "rate({psi})"
+            );
+            checked += 1;
+        }
+        assert_eq!(checked, 8001);
+    }
     use crate::model::special::ln_gamma;
 
     /// The negative-binomial log-pmf from its textbook form, with ln Γ.

@@ -58,13 +58,30 @@ pub(crate) fn warp(unwarped: f64, bound: f64, factor: f64) -> Warped {
 
 /// 1/(1+e^{−u}) without overflow for either sign of u.
 pub(crate) fn sigmoid(u: f64) -> f64 {
+    // Beyond ±SATURATED the formulas below round to exactly 1 (e^{-u} is
+    // under half an ulp of 1) or 0 (e^u underflows); returning those values
+    // directly gives the same bits without libm's slow underflow path,
+    // which the count family's rows hit for every positive rate.
     if u > 0.0 {
+        if u > SATURATED {
+            return 1.0;
+        }
         1.0 / (1.0 + (-u).exp())
     } else {
+        if u < -UNDERFLOW {
+            return 0.0;
+        }
         let e = u.exp();
         e / (1.0 + e)
     }
 }
+
+/// Above this, 1 / (1 + e^{-u}) and u + ln(1 + e^{-u}) equal 1 and u in
+/// double precision (e^{-40} ≈ 4e-18 is under half an ulp of 1).
+pub(crate) const SATURATED: f64 = 40.0;
+
+/// Below −UNDERFLOW, e^u is exactly 0 in double precision.
+pub(crate) const UNDERFLOW: f64 = 746.0;
 
 /// The warping factors that apply to one block (all 0 for population rows).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
