@@ -17,7 +17,7 @@ wisp_default_model_settings <- function() {
   list(
     buffer_factor = core$buffer_factor, ctol = core$ctol,
     max_penalty_at_distance_factor = core$max_penalty_at_distance_factor,
-    structure = "lro", LRO_cost = "AIC", LROcutoff = core$LROcutoff, LROwindow_factor = core$LROwindow_factor,
+    structure = "auto", LRO_cost = "AIC", LROcutoff = core$LROcutoff, LROwindow_factor = core$LROwindow_factor,
     rise_threshold_factor = core$rise_threshold_factor,
     max_evals = as.integer(core$max_evals), rng_seed = as.integer(core$rng_seed),
     warp_precision = core$warp_precision, round_none = core$round_none, trtKO = "none",
@@ -102,8 +102,9 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
   }
   structure <- settings$structure
   if (!is.character(structure) || length(structure) != 1L ||
-      !structure %in% c("lro", "likelihood")) {
-    fail("structure must be \"lro\" or \"likelihood\", not ", describe_value(structure), ".")
+      !structure %in% c("auto", "lro", "likelihood")) {
+    fail("structure must be \"auto\", \"lro\" or \"likelihood\", not ", describe_value(structure),
+         ".")
   }
   cost <- settings$LRO_cost
   if (!is.character(cost) || length(cost) != 1L || !cost %in% c("AIC", "BIC", "NLL", "none")) {
@@ -174,7 +175,10 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
 # LRO_cost, model vignette §12.1-12.3; the default, and the only one under
 # "original") or "likelihood" (each curve's degree chosen by BIC on count
 # likelihood fits, §12.6; "nb" only).
-structure_method <- function(settings) settings$structure
+structure_method <- function(settings) {
+  if (!identical(settings$structure, "auto")) return(settings$structure)
+  if (identical(settings$likelihood, "original")) "lro" else "likelihood"
+}
 
 #' Validated MCMC settings: MCMC is not offered; the bootstrap is the route.
 #' Only the defaults are accepted (steps and burn-in 0).

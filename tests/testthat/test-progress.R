@@ -105,7 +105,8 @@ test_that("wisp() reports each structure of the grid search and each gene as it 
   for (run in runs) {
     label <- sprintf("%s on %d worker(s)", run$likelihood, run$workers)
     out <- record_wisp(small_counts(), max.fork = run$workers, fit_only = TRUE,
-                       model.settings = list(likelihood = run$likelihood, LRO_cost = "AIC"))
+                       model.settings = list(likelihood = run$likelihood, LRO_cost = "AIC",
+                                             structure = "lro"))
     structures <- length(unique(out$fit$LRO.grid.search.results$structure))
     genes <- length(out$fit$grouping.variables$species.lvls)
     expect_gte(structures, 2)
@@ -156,5 +157,21 @@ test_that("an error in a progress handler during wisp() stops the fit and reache
       class = "wisp_input_error", regexp = "^stopped by a progress handler$"
     ))
     expect_identical(updates, 1L, label = sprintf("%d worker(s)", workers))
+  }
+})
+
+test_that("the default structure selection reports each curve as it is chosen", {
+  local_progressr()
+  for (workers in 1:2) {
+    out <- record_wisp(small_counts(), max.fork = workers, fit_only = TRUE, verbose = TRUE)
+    curves <- nrow(out$fit$degrees) * ncol(out$fit$degrees)
+    expect_gt(curves, 1)
+    expect_true(any(grepl(sprintf("Structure (degrees by BIC): %d curves to fit", curves),
+                          out$said, fixed = TRUE)), label = paste(workers, "worker(s)"))
+    updates <- out$events[out$events$type == "update", ]
+    stages <- unique(updates$progressor)
+    # The structure selection's progressor (one step per curve), then the fit's.
+    expect_length(stages, 2)
+    expect_equal(sum(updates$progressor == stages[1]), curves)
   }
 })

@@ -139,7 +139,9 @@ test_that("a saved and reloaded fit can be bootstrapped", {
 test_that("the grid search gives the same result on one or two workers, for both likelihoods", {
   counts <- wisp_simulate(n.genes = 1, n.random = 2, n.bins = 40, seed = 5)
   for (likelihood in c("nb", "original")) {
-    settings <- list(likelihood = likelihood)
+    # The grid search runs under the change-point detector ("lro"; the
+    # count likelihood's default chooses degrees by BIC instead).
+    settings <- list(likelihood = likelihood, structure = "lro")
     one <- wisp(counts, max.fork = 1, verbose = FALSE, model.settings = settings)
     two <- wisp(counts, max.fork = 2, verbose = FALSE, model.settings = settings)
     expect_identical(one$LRO.grid.search.results, two$LRO.grid.search.results, label = likelihood)
@@ -195,7 +197,8 @@ test_that("the count likelihood's estimate does not depend on rise_threshold_fac
   counts <- small_counts()
   fit_with <- function(factor) {
     wisp(counts, verbose = FALSE,
-         model.settings = list(LRO_cost = "none", rise_threshold_factor = factor))
+         model.settings = list(LRO_cost = "none", structure = "lro",
+                               rise_threshold_factor = factor))
   }
   low <- fit_with(0.1)
   high <- fit_with(0.99)

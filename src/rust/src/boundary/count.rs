@@ -262,8 +262,14 @@ fn count_fit(
     let fixed = fixed_degrees(&numbers(&settings, "degrees")?, curves)?;
     let structure_started = std::time::Instant::now();
     if method == "likelihood" {
-        let (detected, selections) =
-            pipeline::select_structure(&base, &fixed, &fit, &options, interrupted)?;
+        let (detected, selections) = pipeline::select_structure(
+            &base,
+            &fixed,
+            &fit,
+            &options,
+            interrupted,
+            |done, total| relay.call(pairlist!("structure", done as f64, total as f64)),
+        )?;
         let structure_seconds = structure_started.elapsed().as_secs_f64();
         let selection = Some(selection_columns(&base, &selections));
         let (plan, outcome) = pipeline::fit_count(

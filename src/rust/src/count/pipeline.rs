@@ -274,6 +274,7 @@ pub(crate) fn select_structure(
     settings: &CountFitSettings,
     options: &PoolOptions,
     interrupted: impl FnMut() -> bool,
+    mut progress: impl FnMut(usize, usize),
 ) -> Result<(DetectedStructure, Vec<CurveSelection>), Error> {
     let shape = base.table().shape();
     let curves = shape.contexts * shape.species;
@@ -307,11 +308,14 @@ pub(crate) fn select_structure(
             settings,
         )
     };
+    progress(0, curves);
     let selections: Vec<CurveSelection> = if options.workers <= 1 || curves <= 1 {
-        (0..curves)
-            .map(select)
-            .collect::<Result<_, _>>()
-            .map_err(Error::input)?
+        let mut selections = Vec::with_capacity(curves);
+        for curve in 0..curves {
+            selections.push(select(curve).map_err(Error::input)?);
+            progress(curve + 1, curves);
+        }
+        selections
     } else {
         // A few curves per child: a fork costs more than a small curve's
         // selection, and four batches per worker still balance the load.
@@ -320,12 +324,16 @@ pub(crate) fn select_structure(
             ..options.clone()
         };
         let tasks: Vec<usize> = (1..=curves).collect();
+        let mut done = 0;
         let batch = engine::run_tasks(
             &tasks,
             &options,
             |context| select(context.task - 1),
             interrupted,
-            |_| {},
+            |_| {
+                done += 1;
+                progress(done, curves);
+            },
         )?;
         if batch.interrupted {
             return Err(Error::interrupted(

@@ -626,14 +626,19 @@ mod tests {
                 workers,
                 ..crate::engine::PoolOptions::default()
             };
-            super::super::pipeline::select_structure(
+            let mut reports = Vec::new();
+            let result = super::super::pipeline::select_structure(
                 &model,
                 &fixed,
                 &CountFitSettings::default(),
                 &options,
                 || false,
+                |done, total| reports.push((done, total)),
             )
-            .unwrap()
+            .unwrap();
+            // Progress: 0 of 4 before any work, then each curve as it ends.
+            assert_eq!(reports, (0..=4).map(|done| (done, 4)).collect::<Vec<_>>());
+            result
         };
         let (one_structure, one) = run(1);
         let (two_structure, two) = run(2);
@@ -650,6 +655,7 @@ mod tests {
             &CountFitSettings::default(),
             &options,
             || false,
+            |_, _| {},
         );
         assert!(wrong.is_err());
     }
