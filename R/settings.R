@@ -216,16 +216,18 @@ wisp_mcmc_settings <- function(settings = list(), call = sys.call(-1)) {
 wisp_plot_settings <- function(settings = list(), call = sys.call(-1)) {
   defaults <- wisp_default_plot_settings()
   check_settings_names(settings, defaults, "plot.settings", call)
-  # The original's names that these plots do not use: accepted at their
-  # defaults, for calls written for the original, and refused otherwise.
+  # The original's names that these plots do not use yet: accepted, for
+  # calls written for the original, with a warning when set to anything but
+  # their default, so that no setting is ignored without a word.
   unused <- setdiff(names(defaults), c(names(plot_setting_ranges), "log.scale"))
   for (name in intersect(names(settings), unused)) {
     if (!same_value(settings[[name]], defaults[[name]])) {
-      stop_input("plot.settings$", name, " has no effect in this wispack",
-                 if (name == "print.plots") " (wisp() prints no plots: call plot(fit))",
-                 "; leave it out. The plots use ",
-                 paste(c("log.scale", names(plot_setting_ranges)), collapse = ", "), ".",
-                 call = call)
+      warning("plot.settings$", name, " has no effect yet in this wispack and is ignored",
+              if (name == "print.plots") " (wisp() prints no plots: call plot(fit))",
+              ". The plots use ",
+              paste(c("log.scale", names(plot_setting_ranges)), collapse = ", "), ".",
+              call. = FALSE)
+      settings[[name]] <- defaults[[name]]
     }
   }
   for (name in intersect(names(settings), names(plot_setting_ranges))) {

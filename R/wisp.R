@@ -130,9 +130,9 @@
 #'   \item{\code{pred.alpha.none}}{(1) opacity of the solid population curves
 #'     in the rate-count plot.}
 #'   }
-#'   These names of the original have no effect here; they are accepted at
-#'   their defaults only, so that calls written for the original keep
-#'   working, and any other value is an error:
+#'   These names of the original have no effect yet; they are accepted, so
+#'   that calls written for the original keep working, and any value but
+#'   their default draws a warning that it is ignored:
 #'   \describe{
 #'   \item{\code{print.plots}}{(`FALSE`) wisp() draws no plots: call
 #'     `plot(fit)`.}

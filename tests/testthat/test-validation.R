@@ -155,12 +155,22 @@ test_that("asking for MCMC points to the bootstrap", {
   expect_silent(wispack:::wisp_mcmc_settings(list()))
 })
 
-test_that("settings that would have no effect are refused, not ignored", {
+test_that("plot settings that have no effect yet are not ignored without a word", {
   plot_settings <- wispack:::wisp_plot_settings
-  expect_error(plot_settings(list(print.plots = TRUE)), class = "wisp_input_error",
-               regexp = "plot\\(fit\\)")
-  expect_error(plot_settings(list(CI_style = FALSE)), class = "wisp_input_error",
-               regexp = "no effect")
+  expect_warning(plot_settings(list(print.plots = TRUE)), regexp = "plot\\(fit\\)")
+  expect_warning(ignored <- plot_settings(list(CI_style = FALSE)), regexp = "no effect yet")
+  expect_identical(ignored$CI_style, wispack:::wisp_default_plot_settings()$CI_style)
+  for (name in c("dim.bounds", "splitting_factor", "splitting_factor_colors", "label_size",
+                 "count.alpha.none")) {
+    value <- if (name == "splitting_factor") "genotype" else
+      if (name == "dim.bounds") c(10, 20) else if (name == "splitting_factor_colors")
+        c(1L, 2L) else 0.123
+    expect_warning(plot_settings(stats::setNames(list(value), name)), regexp = name)
+  }
+  # wisp() fits with them, and warns.
+  expect_warning(fit <- wisp(small_counts(), plot.settings = list(dim.bounds = c(10, 20)),
+                             fit_only = TRUE, verbose = FALSE), "dim.bounds")
+  expect_s3_class(fit, "wisp")
   expect_error(plot_settings(list(title_size = "big")), class = "wisp_input_error",
                regexp = "title_size")
   expect_error(plot_settings(list(count.alpha.ran = 2)), class = "wisp_input_error",
