@@ -405,15 +405,16 @@ check_treatments_have_data <- function(tokens, fixed_effects, fail,
               call. = FALSE)
       return(invisible())
     }
+    why <- if (missing == "error") {
+      paste0("; every combination of fixed-effect levels needs data under likelihood = ",
+             "\"original\" (the count likelihood, the default, fits the others)")
+    } else if (reference_missing) {
+      paste0(", among them the reference (", combos[absent == 1L], "), from which every ",
+             "effect is measured; make a level with data the first level of its factor (e.g. ",
+             "factor(x, levels = c(...)))")
+    } else ""
     fail("no tokens for the treatment combination", if (length(combos) > 1) "s", " ",
-         listed,
-         if (missing == "warn" && reference_missing) paste0(
-           ", among them the reference (", combos[absent == 1L], "), from which every effect ",
-           "is measured; make a level with data the first level of its factor (e.g. ",
-           "factor(x, levels = c(...)))") else
-           if (missing == "warn") "" else "; every combination of fixed-effect levels needs data",
-         if (missing == "error") " under likelihood = \"original\" (the count likelihood, the default, fits the others)" else "",
-         ".",
+         listed, why, ".",
          if (!is.null(animal)) paste0(
            " No column is mapped to the random-effect role (ran) and count.data has no column ",
            "'ran', so every other column is a fixed effect: '", animal, "' was taken as a ",

@@ -100,9 +100,10 @@ model_fit_rust <- function(bytes, start, ctol, max_evals) rust_result(.Call(wrap
 #' `effect_prior_sd`, `fixed_sd`
 #' (NULL or point, rate, slope), `workers`. `progress(stage, done, total)`
 #' (an R function, or NULL) is told, through a [`Relay`], the number of
-#' distinct structures of the grid search (stage "grid") and of species
-#' (stage "fit") before the first fit of each stage (done = 0), and each
-#' fit as it ends; a jump out of it stops the fit and is handed back to R.
+#' curves of the structure selection (stage "structure"), of distinct
+#' structures of the grid search (stage "grid") and of species (stage
+#' "fit") before the first fit of each stage (done = 0), and each fit as it
+#' ends; a jump out of it stops the fit and is handed back to R.
 #' @keywords internal
 #' @noRd
 count_fit_rust <- function(count, bin, context, species, ran, factor_codes, cell, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings, progress) rust_result(.Call(wrap__count_fit_rust, count, bin, context, species, ran, factor_codes, cell, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings, progress))

@@ -107,7 +107,8 @@ fn detection_settings(settings: &List, window: f64, cutoff: f64) -> RResult<Dete
     Ok(detection)
 }
 
-fn grid_columns(points: &[GridPoint], observations: usize) -> List {
+/// The grid search's table, one row per grid point (both likelihoods).
+pub(super) fn grid_columns(points: &[GridPoint], observations: usize) -> List {
     let column = |f: &dyn Fn(&GridPoint) -> f64| points.iter().map(f).collect::<Vec<_>>();
     list!(
         LROwindow_factor = column(&|p| p.window_factor),
@@ -150,9 +151,10 @@ fn grid_columns(points: &[GridPoint], observations: usize) -> List {
 /// `effect_prior_sd`, `fixed_sd`
 /// (NULL or point, rate, slope), `workers`. `progress(stage, done, total)`
 /// (an R function, or NULL) is told, through a [`Relay`], the number of
-/// distinct structures of the grid search (stage "grid") and of species
-/// (stage "fit") before the first fit of each stage (done = 0), and each
-/// fit as it ends; a jump out of it stops the fit and is handed back to R.
+/// curves of the structure selection (stage "structure"), of distinct
+/// structures of the grid search (stage "grid") and of species (stage
+/// "fit") before the first fit of each stage (done = 0), and each fit as it
+/// ends; a jump out of it stops the fit and is handed back to R.
 /// @keywords internal
 /// @noRd
 #[extendr]
@@ -261,7 +263,7 @@ fn count_fit(
     let (mut window, mut cutoff) = (number(&settings, "window")?, number(&settings, "cutoff")?);
     let fixed = fixed_degrees(&numbers(&settings, "degrees")?, curves)?;
     let structure_started = std::time::Instant::now();
-    if method == "likelihood" {
+    let (detected, grid, selection) = if method == "likelihood" {
         let (detected, selections) = pipeline::select_structure(
             &base,
             &fixed,
@@ -270,56 +272,39 @@ fn count_fit(
             interrupted,
             |done, total| relay.call(pairlist!("structure", done as f64, total as f64)),
         )?;
-        let structure_seconds = structure_started.elapsed().as_secs_f64();
-        let selection = Some(selection_columns(&base, &selections));
-        let (plan, outcome) = pipeline::fit_count(
-            &base,
-            detected,
-            &fit,
-            &options,
-            interrupted,
-            |done, total| relay.call(pairlist!("fit", done as f64, total as f64)),
-        )?;
-        return fit_result(
-            plan,
-            outcome,
-            exposure,
-            window,
-            cutoff,
-            None,
-            selection,
-            structure_seconds,
-        );
-    }
-    let mut grid = None;
-    if fixed.is_empty() && cost != "none" {
-        let template = detection_settings(&settings, 1.0, 1.0)?;
-        let points = pipeline::grid_search(
-            &base,
-            &template,
-            &fit,
-            &options,
-            interrupted,
-            |done, total| relay.call(pairlist!("grid", done as f64, total as f64)),
-        )?;
-        let observations = base.table().observed_row_count();
-        let score = |p: &GridPoint| match cost.as_str() {
-            "AIC" => p.aic(),
-            "BIC" => p.bic(observations),
-            _ => p.nll(),
-        };
-        let best = points
-            .iter()
-            .filter(|p| score(p).is_finite())
-            .min_by(|a, b| score(a).total_cmp(&score(b)))
-            .ok_or_else(|| Error::input("every fit of the LRO grid search failed; set model.settings$LRO_cost = \"none\""))?;
-        (window, cutoff) = (best.window_factor, best.cutoff);
-        grid = Some(grid_columns(&points, observations));
-    }
-    let detection = detection_settings(&settings, window, cutoff)?;
-    let fixed_degrees = (!fixed.is_empty()).then_some(fixed.as_slice());
-    let detected =
-        pipeline::structure_of(&base, &detection, fixed_degrees).map_err(Error::input)?;
+        (detected, None, Some(selection_columns(&base, &selections)))
+    } else {
+        let mut grid = None;
+        if fixed.is_empty() && cost != "none" {
+            let template = detection_settings(&settings, 1.0, 1.0)?;
+            let points = pipeline::grid_search(
+                &base,
+                &template,
+                &fit,
+                &options,
+                interrupted,
+                |done, total| relay.call(pairlist!("grid", done as f64, total as f64)),
+            )?;
+            let observations = base.table().observed_row_count();
+            let score = |p: &GridPoint| match cost.as_str() {
+                "AIC" => p.aic(),
+                "BIC" => p.bic(observations),
+                _ => p.nll(),
+            };
+            let best = points
+                .iter()
+                .filter(|p| score(p).is_finite())
+                .min_by(|a, b| score(a).total_cmp(&score(b)))
+                .ok_or_else(|| Error::input("every fit of the LRO grid search failed; set model.settings$LRO_cost = \"none\""))?;
+            (window, cutoff) = (best.window_factor, best.cutoff);
+            grid = Some(grid_columns(&points, observations));
+        }
+        let detection = detection_settings(&settings, window, cutoff)?;
+        let fixed_degrees = (!fixed.is_empty()).then_some(fixed.as_slice());
+        let detected =
+            pipeline::structure_of(&base, &detection, fixed_degrees).map_err(Error::input)?;
+        (detected, grid, None)
+    };
     let structure_seconds = structure_started.elapsed().as_secs_f64();
     let (plan, outcome) = pipeline::fit_count(
         &base,
@@ -336,7 +321,7 @@ fn count_fit(
         window,
         cutoff,
         grid,
-        None,
+        selection,
         structure_seconds,
     )
 }

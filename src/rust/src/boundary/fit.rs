@@ -176,34 +176,7 @@ fn grid_search(
         |done, total| relay.call(pairlist!("grid", done as f64, total as f64)),
     )?;
     let observations = base.table().observed_row_count();
-    let column = |f: &dyn Fn(&pipeline::GridPoint) -> f64| points.iter().map(f).collect::<Vec<_>>();
-    Ok(list!(
-        LROwindow_factor = column(&|p| p.window_factor),
-        LROcutoff = column(&|p| p.cutoff),
-        neg_loglik = column(&|p| p.nll()),
-        penalized_neg_loglik = column(&|p| p.fit.as_ref().map_or(f64::NAN, |f| f.objective)),
-        code = points
-            .iter()
-            .map(|p| match &p.fit {
-                Ok(fit) => fit.code.clone(),
-                Err(reason) => reason.clone(),
-            })
-            .collect::<Vec<_>>(),
-        converged = points
-            .iter()
-            .map(|p| p.fit.as_ref().is_ok_and(|f| f.converged))
-            .collect::<Vec<_>>(),
-        n_params = points
-            .iter()
-            .map(|p| p.parameter_count() as i32)
-            .collect::<Vec<_>>(),
-        AIC = column(&|p| p.aic()),
-        BIC = column(&|p| p.bic(observations)),
-        structure = points
-            .iter()
-            .map(|p| p.structure as i32 + 1)
-            .collect::<Vec<_>>()
-    ))
+    Ok(super::count::grid_columns(&points, observations))
 }
 
 /// Fit a model (with its structure) from a given start (benchmark hook).

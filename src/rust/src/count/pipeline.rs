@@ -9,7 +9,7 @@ use super::select::{select_curve, selected_structure, CurveSelection};
 use super::start::{detect_structure, pooled_series, segmentation_points};
 use super::CountModel;
 use crate::bootstrap::Resampling;
-use crate::engine::{self, PoolOptions};
+use crate::engine::{self, Failure, PoolOptions};
 use crate::error::Error;
 use crate::model::Structure;
 use crate::model::{Component, WarpKind};
@@ -19,7 +19,7 @@ use crate::pipeline::{distinct_detections_by, lro_grid, GridPoint};
 use crate::streams::TaskStream;
 use crate::structure::DetectedStructure;
 use crate::structure::DetectionSettings;
-use serde::{Deserialize, Serialize};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 /// The fits of every species.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -195,6 +195,64 @@ pub(crate) fn structure_of(
     })
 }
 
+/// Runs tasks 1..=`total` and returns their outcomes in task order: here,
+/// one after another, with one worker (or a single task), else on the fork
+/// engine. `progress(done, total)` hears 0 before the first task and each
+/// count as tasks end; an interrupt stops the run. A task's own error is
+/// [`Failure::Task`] on either path, so callers treat every worker count
+/// alike.
+fn run_each<T>(
+    total: usize,
+    options: &PoolOptions,
+    task: impl Fn(usize) -> Result<T, String> + Sync,
+    mut interrupted: impl FnMut() -> bool,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<Vec<Result<T, Failure>>, Error>
+where
+    T: Serialize + DeserializeOwned + Send,
+{
+    progress(0, total);
+    if options.workers <= 1 || total <= 1 {
+        let mut outcomes = Vec::with_capacity(total);
+        for number in 1..=total {
+            if interrupted() {
+                return Err(Error::interrupted("interrupted"));
+            }
+            #[cfg(feature = "test-hooks")]
+            crate::faults::delay_armed(number);
+            outcomes.push(task(number).map_err(Failure::Task));
+            progress(number, total);
+        }
+        return Ok(outcomes);
+    }
+    let tasks: Vec<usize> = (1..=total).collect();
+    let mut done = 0;
+    let batch = engine::run_tasks(
+        &tasks,
+        options,
+        |context| {
+            #[cfg(feature = "test-hooks")]
+            crate::faults::delay_armed(context.task);
+            task(context.task)
+        },
+        interrupted,
+        |_| {
+            done += 1;
+            progress(done, total);
+        },
+    )?;
+    if batch.interrupted {
+        return Err(Error::interrupted(
+            "interrupted; all child processes were killed",
+        ));
+    }
+    Ok(batch
+        .records
+        .into_iter()
+        .map(|record| record.outcome)
+        .collect())
+}
+
 /// Fits every species of a model with a known structure, species in
 /// parallel on the fork engine when `options` allows more than one worker
 /// (one after another in this process otherwise: the results are the same).
@@ -206,57 +264,28 @@ pub(crate) fn fit_species_on(
     detected: &DetectedStructure,
     settings: &CountFitSettings,
     options: &PoolOptions,
-    mut interrupted: impl FnMut() -> bool,
-    mut progress: impl FnMut(usize, usize),
+    interrupted: impl FnMut() -> bool,
+    progress: impl FnMut(usize, usize),
 ) -> Result<CountEstimate, Error> {
     let species = model.table().shape().species;
-    progress(0, species);
-    if options.workers <= 1 || species <= 1 {
-        let mut fits = Vec::with_capacity(species);
-        for s in 0..species {
-            if interrupted() {
-                return Err(Error::interrupted("interrupted"));
-            }
-            #[cfg(feature = "test-hooks")]
-            crate::faults::delay_armed(s + 1);
-            fits.push(fit_one(model, s, Some(detected), None, settings).map_err(Error::input)?);
-            progress(s + 1, species);
-        }
-        return Ok(CountEstimate { species: fits });
-    }
-    let tasks: Vec<usize> = (1..=species).collect();
-    let mut done = 0;
-    let batch = engine::run_tasks(
-        &tasks,
+    let fits = run_each(
+        species,
         options,
-        |context| {
-            #[cfg(feature = "test-hooks")]
-            crate::faults::delay_armed(context.task);
-            fit_one(model, context.task - 1, Some(detected), None, settings)
-        },
+        |task| fit_one(model, task - 1, Some(detected), None, settings),
         interrupted,
-        |_| {
-            done += 1;
-            progress(done, species);
-        },
-    )?;
-    if batch.interrupted {
-        return Err(Error::interrupted(
-            "interrupted; all child processes were killed",
-        ));
-    }
-    let fits = batch
-        .records
-        .into_iter()
-        .map(|record| {
-            record.outcome.map_err(|failure| {
-                Error::system(format!(
-                    "the fit of species {} failed: {failure}",
-                    model.design().species()[record.task - 1]
-                ))
-            })
-        })
-        .collect::<Result<Vec<_>, Error>>()?;
+        progress,
+    )?
+    .into_iter()
+    .enumerate()
+    .map(|(s, outcome)| match outcome {
+        Ok(fit) => Ok(fit),
+        Err(Failure::Task(message)) => Err(Error::input(message)),
+        Err(failure) => Err(Error::system(format!(
+            "the fit of species {} failed: {failure}",
+            model.design().species()[s]
+        ))),
+    })
+    .collect::<Result<Vec<_>, Error>>()?;
     Ok(CountEstimate { species: fits })
 }
 
@@ -274,7 +303,7 @@ pub(crate) fn select_structure(
     settings: &CountFitSettings,
     options: &PoolOptions,
     interrupted: impl FnMut() -> bool,
-    mut progress: impl FnMut(usize, usize),
+    progress: impl FnMut(usize, usize),
 ) -> Result<(DetectedStructure, Vec<CurveSelection>), Error> {
     let shape = base.table().shape();
     let curves = shape.contexts * shape.species;
@@ -308,53 +337,31 @@ pub(crate) fn select_structure(
             settings,
         )
     };
-    progress(0, curves);
-    let selections: Vec<CurveSelection> = if options.workers <= 1 || curves <= 1 {
-        let mut selections = Vec::with_capacity(curves);
-        for curve in 0..curves {
-            selections.push(select(curve).map_err(Error::input)?);
-            progress(curve + 1, curves);
-        }
-        selections
-    } else {
-        // A few curves per child: a fork costs more than a small curve's
-        // selection, and four batches per worker still balance the load.
-        let options = PoolOptions {
-            tasks_per_child: curves.div_ceil(4 * options.workers).max(1),
-            ..options.clone()
-        };
-        let tasks: Vec<usize> = (1..=curves).collect();
-        let mut done = 0;
-        let batch = engine::run_tasks(
-            &tasks,
-            &options,
-            |context| select(context.task - 1),
-            interrupted,
-            |_| {
-                done += 1;
-                progress(done, curves);
-            },
-        )?;
-        if batch.interrupted {
-            return Err(Error::interrupted(
-                "interrupted; all child processes were killed",
-            ));
-        }
-        batch
-            .records
-            .into_iter()
-            .map(|record| {
-                record.outcome.map_err(|failure| {
-                    let curve = record.task - 1;
-                    Error::system(format!(
-                        "the structure selection of {} in {} failed: {failure}",
-                        base.design().species()[curve % shape.species],
-                        base.design().contexts()[curve / shape.species]
-                    ))
-                })
-            })
-            .collect::<Result<_, Error>>()?
+    // A few curves per child: a fork costs more than a small curve's
+    // selection, and four batches per worker still balance the load.
+    let options = PoolOptions {
+        tasks_per_child: curves.div_ceil(4 * options.workers.max(1)).max(1),
+        ..options.clone()
     };
+    let selections = run_each(
+        curves,
+        &options,
+        |task| select(task - 1),
+        interrupted,
+        progress,
+    )?
+    .into_iter()
+    .enumerate()
+    .map(|(curve, outcome)| match outcome {
+        Ok(selection) => Ok(selection),
+        Err(Failure::Task(message)) => Err(Error::input(message)),
+        Err(failure) => Err(Error::system(format!(
+            "the structure selection of {} in {} failed: {failure}",
+            base.design().species()[curve % shape.species],
+            base.design().contexts()[curve / shape.species]
+        ))),
+    })
+    .collect::<Result<Vec<CurveSelection>, Error>>()?;
     let detected = selected_structure(base, &selections).map_err(Error::input)?;
     Ok((detected, selections))
 }
@@ -408,8 +415,8 @@ pub(crate) fn grid_search(
     template: &DetectionSettings,
     settings: &CountFitSettings,
     options: &PoolOptions,
-    mut interrupted: impl FnMut() -> bool,
-    mut progress: impl FnMut(usize, usize),
+    interrupted: impl FnMut() -> bool,
+    progress: impl FnMut(usize, usize),
 ) -> Result<Vec<GridPoint>, Error> {
     let grid = lro_grid();
     let (distinct, index_of_point) =
@@ -426,53 +433,21 @@ pub(crate) fn grid_search(
             parameters,
         ))
     };
-    let total = distinct.len();
-    progress(0, total);
-    // One worker: fit here rather than pay a fork per structure.
-    let fits: Vec<Result<(FitSummary, usize), String>> = if options.workers <= 1 {
-        let mut fits = Vec::with_capacity(total);
-        for (i, d) in distinct.iter().enumerate() {
-            if interrupted() {
-                return Err(Error::interrupted("interrupted"));
-            }
-            #[cfg(feature = "test-hooks")]
-            crate::faults::delay_armed(i + 1);
-            fits.push(fit_structure(d).map_err(|reason| format!("failed: {reason}")));
-            progress(i + 1, total);
-        }
-        fits
-    } else {
-        let tasks: Vec<usize> = (1..=total).collect();
-        let mut done = 0;
-        let batch = engine::run_tasks(
-            &tasks,
-            options,
-            |context| {
-                #[cfg(feature = "test-hooks")]
-                crate::faults::delay_armed(context.task);
-                fit_structure(&distinct[context.task - 1])
-            },
-            interrupted,
-            |_| {
-                done += 1;
-                progress(done, total);
-            },
-        )?;
-        if batch.interrupted {
-            return Err(Error::interrupted(
-                "interrupted; all child processes were killed",
-            ));
-        }
-        batch
-            .records
-            .into_iter()
-            .map(|record| {
-                record
-                    .outcome
-                    .map_err(|failure| format!("failed: {failure}"))
-            })
-            .collect()
-    };
+    let fits: Vec<Result<(FitSummary, usize), String>> = run_each(
+        distinct.len(),
+        options,
+        |task| fit_structure(&distinct[task - 1]),
+        interrupted,
+        progress,
+    )?
+    .into_iter()
+    .map(|outcome| {
+        outcome.map_err(|failure| match failure {
+            Failure::Task(reason) => format!("failed: {reason}"),
+            other => format!("failed: {other}"),
+        })
+    })
+    .collect();
     Ok(grid
         .iter()
         .zip(&index_of_point)
