@@ -102,6 +102,7 @@ count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL,
     slope_prior_sd = settings$slope_prior_sd, step_prior_sd = settings$step_prior_sd,
     effect_prior_sd = settings$effect_prior_sd,
     fixed_sd = if (length(settings$random_sd) == 3L) settings$random_sd else NULL,
+    held_effects = if (identical(settings$trtKO, "none")) NULL else as.character(settings$trtKO),
     workers = as.double(workers)
   )
   fitted <- with_context(continue_jump(count_fit_rust(
@@ -188,7 +189,8 @@ count_description <- function(plan) {
     population = as.data.frame(d$population, stringsAsFactors = FALSE),
     exposure = d$exposure,
     between = stats::setNames(d$between, d$factor_names),
-    groups = stats::setNames(d$groups, d$ran_levels)
+    groups = stats::setNames(d$groups, d$ran_levels),
+    held_effects = as.character(d$held_effects)
   ), class = "wisp_count_model")
 }
 
@@ -215,12 +217,17 @@ count_summed_table <- function(description, psi) {
   )
 }
 
+# Which parameters are effects a reduced model holds at 0 (model.settings$trtKO).
+held_rows <- function(parameters) {
+  if (is.null(parameters$held)) rep(FALSE, nrow(parameters)) else parameters$held %in% TRUE
+}
+
 # Degrees of freedom of a count fit for logLik(), AIC and likelihood-ratio
 # tests: the fixed effects the data inform, the estimated random-effect
 # standard deviations and the dispersions.
 count_degrees_of_freedom <- function(parameters, estimates, random_sd_fixed) {
   role <- parameters$role
-  fixed <- role %in% c("baseline", "beta") & is.finite(estimates)
+  fixed <- role %in% c("baseline", "beta") & is.finite(estimates) & !held_rows(parameters)
   sds <- role %in% "sd" & !random_sd_fixed
   dispersions <- role %in% "dispersion" & is.finite(estimates)
   sum(fixed) + sum(sds) + sum(dispersions)
@@ -229,6 +236,9 @@ count_degrees_of_freedom <- function(parameters, estimates, random_sd_fixed) {
 # Assembles the "wisp" object of a count fit.
 wisp_count_result <- function(fitted, settings, plot.settings, variables, call) {
   model <- count_description(fitted$plan)
+  held <- as.character(model$held_effects)
+  model$parameters$held <- model$parameters$role %in% "beta" &
+    model$parameters$treatment %in% held
   parameters <- stats::setNames(fitted$parameters, model$parameter_names)
   psi <- count_predict_rust(fitted$plan, parameters)
   fixed_sd <- length(settings$random_sd) == 3L
@@ -263,6 +273,7 @@ wisp_count_result <- function(fitted, settings, plot.settings, variables, call) 
     likelihood = "nb",
     exposure = list(rule = fitted$exposure, reason = fitted$exposure_reason),
     random.sd = model$random.sd,
+    held.effects = held,
     design = list(between = model$between, groups = model$groups),
     plan = fitted$plan,
     call = call

@@ -139,6 +139,18 @@ count_bands_rust <- function(plan, samples, probabilities) rust_result(.Call(wra
 #' @noRd
 count_vcov_rust <- function(plan) rust_result(.Call(wrap__count_vcov_rust, plan))
 
+#' Checks that `reduced` is `full` with more effects held at 0 (the same
+#' data, design, structure and settings); an error says what differs.
+#' @keywords internal
+#' @noRd
+count_check_nested_rust <- function(reduced, full) rust_result(.Call(wrap__count_check_nested_rust, reduced, full))
+
+#' Replicate `replicate` of the parametric bootstrap of the likelihood-ratio
+#' test of `reduced` against `full`: c(−ℓ reduced, −ℓ full).
+#' @keywords internal
+#' @noRd
+count_lr_replicate_rust <- function(reduced, full, seed, replicate) rust_result(.Call(wrap__count_lr_replicate_rust, reduced, full, seed, replicate))
+
 #' One species' objective J (at the fitted standard deviations) and its
 #' gradient at `x` in the optimiser's coordinates (NULL: the estimate),
 #' with the coordinates' names (for tests of the optimum).

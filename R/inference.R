@@ -127,23 +127,36 @@ wisp_covariance <- function(fit) {
   names <- names(fit$fitted.parameters)
   n <- length(names)
   covariance <- matrix(NA_real_, n, n, dimnames = list(names, names))
+  conditional <- stats::setNames(rep(NA_real_, n), names)
   blocks <- count_vcov_rust(fit$plan)
   for (block in blocks) {
     if (is.null(block)) next
     k <- length(block$index)
     covariance[block$index, block$index] <- matrix(block$matrix, k, k, byrow = TRUE)
+    conditional[block$index] <- block$conditional
   }
   # Effects of different genes are independent.
   species <- fit$parameters$species
   cross <- outer(species, species, "!=") & !is.na(outer(species, species, "!="))
   covariance[cross & is.na(covariance)] <- 0
+  # Each value's variance with the animals' random effects held at their
+  # estimates (the within-animal share), for the Satterthwaite degrees of
+  # freedom of the Wald tests.
+  attr(covariance, "conditional") <- conditional
   covariance
 }
 
-# Degrees of freedom of each tested effect's Wald test: animals - groups for
-# effects of factors that vary between animals only (genotype, age), Inf
-# (normal quantiles) for effects within animals.
-wald_degrees_of_freedom <- function(fit) {
+# Degrees of freedom of each tested effect's Wald test (model vignette
+# §15.2). An effect of a factor that varies between animals only (genotype,
+# age) has a variance V = V_between + V_within: V_between from the animals'
+# spread, whose variance is estimated from animals - groups degrees of
+# freedom, and V_within from the counts given the animals (treated as known).
+# Satterthwaite's approximation gives df = (animals - groups) (V / V_between)^2:
+# animals - groups when the animals' spread dominates, growing to Inf
+# (normal quantiles) as it vanishes. Effects within animals get Inf.
+# `variance` and `within` are the effects' V and V_within (NULL: the
+# df is animals - groups for every between-animal effect).
+wald_degrees_of_freedom <- function(fit, variance = NULL, within = NULL) {
   p <- fit$parameters
   df <- rep(Inf, nrow(p))
   between <- fit$design$between
@@ -159,7 +172,24 @@ wald_degrees_of_freedom <- function(fit) {
     length(changed) > 0 && all(between[changed])
   }, logical(1))
   at <- which(p$role %in% c("baseline", "beta") & !is.na(p$treatment))
-  df[at[is_between[p$treatment[at]] %in% TRUE]] <- between_df
+  at <- at[is_between[p$treatment[at]] %in% TRUE]
+  df[at] <- between_df
+  if (!is.null(variance) && !is.null(within)) {
+    satterthwaite <- satterthwaite_df(variance[at], within[at], between_df)
+    known <- !is.na(satterthwaite)
+    df[at[known]] <- satterthwaite[known]
+  }
+  df
+}
+
+# Satterthwaite degrees of freedom of V = V_between + V_within with V_between
+# estimated on `between_df` degrees of freedom and V_within known: NA where
+# V or V_within is not available.
+satterthwaite_df <- function(variance, within, between_df) {
+  spread <- pmax(variance - within, 0)
+  df <- between_df * (variance / spread)^2
+  df[spread <= 1e-12 * variance] <- Inf
+  df[!is.finite(variance) | !is.finite(within) | variance <= 0] <- NA_real_
   df
 }
 
@@ -171,8 +201,12 @@ wald_degrees_of_freedom <- function(fit) {
 #' fit. `summary()` and `confint()` use what this stores.
 #'
 #' - `"wald"` (count likelihood): estimate ± quantile × standard error from
-#'   [vcov.wisp()]; t quantiles with df = animals − groups for effects of
-#'   factors that vary between animals only, normal quantiles otherwise.
+#'   [vcov.wisp()]; for effects of factors that vary between animals only,
+#'   t quantiles with Satterthwaite degrees of freedom
+#'   (animals − groups) × (V / V_between)², where V_between is the part of
+#'   the effect's variance V due to the animals' spread (so df = animals −
+#'   groups when that spread dominates, and normal quantiles when it is 0);
+#'   normal quantiles for effects within animals.
 #' - `"centred"` (bootstrap): the original package's statistics, for
 #'   reproducing them: p = 1 - F(|estimate|) + F(-|estimate|) with F the
 #'   empirical distribution of the centred replicates (0 is possible), and
@@ -217,7 +251,8 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
   alpha <- round(1 - level, 10)
   p <- fit$parameters
   estimates <- unname(fit$fitted.parameters)
-  tested <- p$role %in% "beta"
+  # Effects a reduced model holds at 0 are not estimated, so not tested.
+  tested <- p$role %in% "beta" & !held_rows(p)
   shown <- p$role %in% c("baseline", "beta")
   if (method == "wald") {
     if (fit_likelihood(fit) != "nb") {
@@ -226,7 +261,7 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
     }
     covariance <- wisp_covariance(fit)
     se <- sqrt(pmax(diag(covariance), 0))
-    df <- wald_degrees_of_freedom(fit)
+    df <- wald_degrees_of_freedom(fit, diag(covariance), attr(covariance, "conditional"))
     wald <- wald_tests(estimates, se, df, alpha)
     lower <- wald$lower
     upper <- wald$upper
@@ -264,6 +299,12 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
     df <- rep(NA_real_, length(estimates))
     replicates_used <- nrow(replicates)
   }
+  # A reduced model's held effects are 0 by construction: no variance, no test.
+  held <- held_rows(p)
+  estimates[held] <- 0
+  se[held] <- NA_real_
+  lower[held] <- NA_real_
+  upper[held] <- NA_real_
   has_p <- !is.na(p_value)
   p_adjusted <- rep(NA_real_, length(p_value))
   if (any(has_p)) p_adjusted[has_p] <- stats::p.adjust(p_value[has_p], method = adjustment)

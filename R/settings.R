@@ -114,14 +114,20 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
   if (!is.character(method) || length(method) != 1L || !method %in% c("improved", "original")) {
     fail("LRO_method must be \"improved\" or \"original\", not ", describe_value(method), ".")
   }
-  if (!identical(settings$trtKO, "none")) {
-    fail("trtKO is not supported yet: knock out treatments by removing their rows from ",
-         "count.data.")
-  }
   likelihood <- settings$likelihood
   if (!is.character(likelihood) || length(likelihood) != 1L || !likelihood %in% c("nb", "original")) {
     fail("likelihood must be \"nb\" (the count likelihood) or \"original\" (the original ",
          "package's objective), not ", describe_value(likelihood), ".")
+  }
+  held <- settings$trtKO
+  if (!is.character(held) || length(held) == 0L || anyNA(held) || any(!nzchar(held))) {
+    fail("trtKO must be \"none\" or the names of effects or factors to hold at 0, not ",
+         describe_value(held), ".")
+  }
+  if (!identical(held, "none") && likelihood != "nb") {
+    fail("trtKO (effects held at 0) needs the count likelihood (likelihood = \"nb\"); the ",
+         "original's trtKO dropped the treatments' rows, which this package does not do: ",
+         "remove them from count.data instead.")
   }
   exposure <- settings$exposure
   if (!is.character(exposure) || length(exposure) != 1L ||

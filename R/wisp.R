@@ -206,7 +206,11 @@
 #'   gentler slopes); `rng_seed` (42) seed of the starting warping factors;
 #'   `warp_precision` (1e-7); `round_none` (TRUE) round the extrapolated
 #'   population counts; `max_bin` (0) number of bins (0: the largest bin;
-#'   at most 100,000); `trtKO` ("none") not supported.
+#'   at most 100,000); `trtKO` ("none") under `"nb"`, the effects to hold
+#'   at 0 for a reduced model: effect names as the fit reports them
+#'   (`"KO"`, `"KO:right"`) or factor names (every effect involving the
+#'   factor); compare the reduced fit with the full one by [anova.wisp()].
+#'   Unlike the original's `trtKO`, it drops no data.
 #'
 #' @section Progress:
 #' With `verbose = TRUE`, `wisp()` says what it does in messages: each stage

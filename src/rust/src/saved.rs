@@ -19,7 +19,9 @@
 //!
 //! - format 0: wispack 0.1.0 before saved fits were versioned kept raw
 //!   bincode of its in-memory plan, without a frame; [`legacy`] reads it.
-//! - format 1 ([`FORMAT`]): the wire structures of this module.
+//! - format 1: the wire structures of this module ([`PlanV1`], [`ModelV1`]).
+//! - format 2 ([`FORMAT`]): a plan is [`PlanV2`], format 1's plan followed
+//!   by the effects a reduced count model holds at 0; models are unchanged.
 //!
 //! The wire structures store what a model is made of (labels, factors,
 //! degrees, the row of every token, its count, the settings), never what is
@@ -48,7 +50,7 @@ use serde::{Deserialize, Serialize};
 /// The frame magic of a saved state.
 const MAGIC: &[u8] = b"WISPSAVE";
 /// The format this version writes (and the newest it reads).
-pub(crate) const FORMAT: u32 = 1;
+pub(crate) const FORMAT: u32 = 2;
 /// The version of wispack recorded as the writer.
 const WRITER: &str = env!("CARGO_PKG_VERSION");
 /// Longest payload accepted (a damaged length field can claim anything).
@@ -83,11 +85,23 @@ impl Saved {
 
 /// The saved state of a fit's plan.
 pub(crate) fn encode_plan(plan: &Plan) -> Result<Vec<u8>> {
-    let wire = match plan {
-        Plan::WarpedSigmoid(plan) => PlanV1::WarpedSigmoid(WarpedSigmoidPlanV1::from_plan(plan)),
-        Plan::Count(plan) => PlanV1::Count(Box::new(count_wire::CountPlanV1::from_plan(plan))),
+    let (wire, held_effects) = match plan {
+        Plan::WarpedSigmoid(plan) => (
+            PlanV1::WarpedSigmoid(WarpedSigmoidPlanV1::from_plan(plan)),
+            Vec::new(),
+        ),
+        Plan::Count(plan) => (
+            PlanV1::Count(Box::new(count_wire::CountPlanV1::from_plan(plan))),
+            plan.model.held_effects().to_vec(),
+        ),
     };
-    envelope(Kind::Plan, &wire)
+    envelope(
+        Kind::Plan,
+        &PlanV2 {
+            plan: wire,
+            held_effects,
+        },
+    )
 }
 
 /// The saved state of a model.
@@ -164,8 +178,12 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Saved> {
     }
     let body = &payload[header.length..];
     match header.kind {
-        k if k == Kind::Plan as u8 => {
+        k if k == Kind::Plan as u8 && header.format == 1 => {
             let wire: PlanV1 = decode_exact(body, "the saved plan").map_err(Error::corrupt)?;
+            wire.into_plan().map(Saved::Plan)
+        }
+        k if k == Kind::Plan as u8 => {
+            let wire: PlanV2 = decode_exact(body, "the saved plan").map_err(Error::corrupt)?;
             wire.into_plan().map(Saved::Plan)
         }
         k if k == Kind::Model as u8 => {
@@ -408,6 +426,40 @@ impl WarpedSigmoidPlanV1 {
                 memory: fit.memory,
             },
             rise_threshold_factor: plan.settings.start.rise_threshold_factor,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Format 2
+
+/// A plan of format 2: format 1's, and the treatments (columns of W) whose
+/// effects a reduced count model holds at 0 (empty for a full model and
+/// for the original likelihood).
+#[derive(Serialize, Deserialize)]
+struct PlanV2 {
+    plan: PlanV1,
+    held_effects: Vec<usize>,
+}
+
+impl PlanV2 {
+    fn into_plan(self) -> Result<Plan> {
+        let plan = self.plan.into_plan()?;
+        if self.held_effects.is_empty() {
+            return Ok(plan);
+        }
+        let invalid = |reason: String| Error::corrupt(format!("the saved plan is invalid: {reason}"));
+        match plan {
+            Plan::Count(mut plan) => {
+                plan.model = plan
+                    .model
+                    .with_held_effects(self.held_effects)
+                    .map_err(invalid)?;
+                Ok(Plan::Count(plan))
+            }
+            Plan::WarpedSigmoid(_) => Err(invalid(
+                "a plan of the original likelihood holds no effects at 0".into(),
+            )),
         }
     }
 }

@@ -45,6 +45,17 @@ fn text(settings: &List, name: &str) -> RResult<String> {
         .ok_or_else(|| Error::input(format!("setting `{name}` must be a string")))
 }
 
+/// A character setting; NULL gives none.
+fn strings(settings: &List, name: &str) -> RResult<Vec<String>> {
+    let value = entry(settings, name)?;
+    if value.is_null() {
+        return Ok(Vec::new());
+    }
+    value
+        .as_string_vector()
+        .ok_or_else(|| Error::input(format!("setting `{name}` must be strings")))
+}
+
 fn numbers(settings: &List, name: &str) -> RResult<Vec<f64>> {
     let value = entry(settings, name)?;
     if value.is_null() {
@@ -250,6 +261,11 @@ fn count_fit(
         &cells,
     )
     .map_err(Error::input)?;
+    let held = base
+        .design()
+        .effects_named(&strings(&settings, "held_effects")?)
+        .map_err(Error::input)?;
+    let base = base.with_held_effects(held).map_err(Error::input)?;
     let fit = fit_settings(&settings)?;
     let workers = number(&settings, "workers")?;
     let options = pool_options(workers as i32, 1, "rolling", f64::INFINITY, None)?;
@@ -666,6 +682,14 @@ fn count_describe_rust(plan: Raw) -> RResult<List> {
                 .collect::<Vec<i32>>()),
         ),
         ("likelihood", r!("nb")),
+        (
+            "held_effects",
+            r!(model
+                .held_effects()
+                .iter()
+                .map(|&t| design.treatments()[t].name.clone())
+                .collect::<Vec<String>>()),
+        ),
     ]);
     Ok(List::from_pairs(fields))
 }
@@ -841,11 +865,37 @@ fn count_vcov_rust(plan: Raw) -> RResult<List> {
         |block| match block {
             Some(b) => r!(list!(
             index = b.indices.iter().map(|&i| i as i32 + 1).collect::<Vec<i32>>(),
-            matrix = b.matrix
+            matrix = b.matrix,
+            conditional = b.conditional
         )),
             None => r!(NULL),
         },
     )))
+}
+
+/// Checks that `reduced` is `full` with more effects held at 0 (the same
+/// data, design, structure and settings); an error says what differs.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn count_check_nested_rust(reduced: Raw, full: Raw) -> RResult<bool> {
+    pipeline::check_nested(&count_plan(&reduced)?, &count_plan(&full)?).map_err(Error::input)?;
+    Ok(true)
+}
+
+/// Replicate `replicate` of the parametric bootstrap of the likelihood-ratio
+/// test of `reduced` against `full`: c(−ℓ reduced, −ℓ full).
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn count_lr_replicate_rust(reduced: Raw, full: Raw, seed: f64, replicate: i32) -> RResult<Vec<f64>> {
+    let replicate = usize::try_from(replicate)
+        .map_err(|_| Error::input("replicates are numbered from 1"))?;
+    let (reduced, full) = (count_plan(&reduced)?, count_plan(&full)?);
+    let (r, f) =
+        pipeline::likelihood_ratio_replicate(&reduced, &full, super::seed_value(seed)?, replicate)
+            .map_err(Error::input)?;
+    Ok(vec![r, f])
 }
 
 /// One species' objective J (at the fitted standard deviations) and its
@@ -916,5 +966,7 @@ extendr_module! {
     fn count_curve_gradients_rust;
     fn count_bands_rust;
     fn count_vcov_rust;
+    fn count_check_nested_rust;
+    fn count_lr_replicate_rust;
     fn count_objective_rust;
 }

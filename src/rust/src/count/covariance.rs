@@ -22,6 +22,11 @@ pub(crate) struct SpeciesCovariance {
     pub indices: Vec<usize>,
     /// Row-major, indices.len()².
     pub matrix: Vec<f64>,
+    /// Per reported value, its variance with the random effects held at
+    /// their estimates (the part of `matrix`'s diagonal that is not due to
+    /// the animals' spread): the within-animal share that the Satterthwaite
+    /// degrees of freedom of the Wald tests need (model vignette §15.1).
+    pub conditional: Vec<f64>,
 }
 
 /// ∂v/∂θ of one curve's population values (rows: values, columns: θ; both
@@ -91,7 +96,14 @@ fn species_covariance(
             super::solver::pin(&mut hessian, i);
         }
     }
+    let mut conditional_hessian = hessian.clone();
+    for index in species_layout.u_index.iter().flatten().flatten() {
+        super::solver::pin(&mut conditional_hessian, *index);
+    }
     let Some(factor) = hessian.factor(&vec![0.0; n]) else {
+        return Ok(None);
+    };
+    let Some(conditional_factor) = conditional_hessian.factor(&vec![0.0; n]) else {
         return Ok(None);
     };
     // Columns of H⁻¹ for the θ and ρ coordinates we need.
@@ -161,15 +173,19 @@ fn species_covariance(
     // Cov = G H⁻¹ Gᵀ, with H⁻¹ applied column by column to Gᵀ's columns.
     let count = indices.len();
     let mut solved: Vec<Option<Vec<f64>>> = Vec::with_capacity(count);
+    let mut conditional = Vec::with_capacity(count);
     for entries in &gradients {
         if entries.is_empty() {
             solved.push(None);
+            conditional.push(f64::NAN);
             continue;
         }
         let mut rhs = vec![0.0; n];
         for &(j, d) in entries {
             rhs[j] += d;
         }
+        let within = conditional_factor.solve(&rhs);
+        conditional.push(entries.iter().map(|&(j, d)| d * within[j]).sum());
         solved.push(Some(factor.solve(&rhs)));
     }
     let mut matrix = vec![f64::NAN; count * count];
@@ -182,7 +198,11 @@ fn species_covariance(
             matrix[a * count + b] = gradients[b].iter().map(|&(j, d)| d * column[j]).sum();
         }
     }
-    Ok(Some(SpeciesCovariance { indices, matrix }))
+    Ok(Some(SpeciesCovariance {
+        indices,
+        matrix,
+        conditional,
+    }))
 }
 
 #[cfg(test)]

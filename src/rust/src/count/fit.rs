@@ -498,6 +498,7 @@ pub(crate) fn fit_species(
     if start.is_none() {
         evaluations += warm_up(model, species, &mut state, sigma, settings);
     }
+    project_held_effects(model, &mut state)?;
     let estimate_variances = model.has_random_effects() && settings.fixed_sigma.is_none();
     let mut secant = VarianceSecant::default();
     // While the variances move, each inner fit needs only to be close; the
@@ -608,6 +609,46 @@ pub(crate) fn fit_species(
 }
 
 /// W⁻¹, so that β = W⁻¹ v for per-treatment values v.
+/// Sets the held effects of every curve unknown to 0 (θ = W β with the
+/// held β zeroed), so that a reduced model's fit starts where its penalty
+/// is 0 (model vignette §15.4).
+pub(crate) fn project_held_effects(
+    model: &CountModel,
+    state: &mut SpeciesState,
+) -> Result<(), String> {
+    let held = model.held_effects();
+    if held.is_empty() {
+        return Ok(());
+    }
+    let treatments = model.design().treatment_count();
+    let weights = model.design().weights();
+    let inverse = inverse_weights(model)?;
+    for c in 0..model.structure().contexts() {
+        let first = c * treatments;
+        for i in 0..state.theta[first].len() {
+            let values: Vec<f64> = (0..treatments)
+                .map(|t| state.theta[first + t][i])
+                .collect();
+            let mut effects: Vec<f64> = (0..treatments)
+                .map(|j| {
+                    (0..treatments)
+                        .map(|t| inverse[j * treatments + t] * values[t])
+                        .sum()
+                })
+                .collect();
+            for &j in held {
+                effects[j] = 0.0;
+            }
+            for t in 0..treatments {
+                state.theta[first + t][i] = (0..treatments)
+                    .map(|j| weights[t * treatments + j] * effects[j])
+                    .sum();
+            }
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn inverse_weights(model: &CountModel) -> Result<Vec<f64>, String> {
     let design = model.design();
     let t = design.treatment_count();

@@ -50,6 +50,10 @@ pub(crate) struct CountModel {
     /// Smallest distance of transition points from each other and from the
     /// edges of the bin axis, in bins.
     point_gap: f64,
+    /// Treatments (columns of W, from 1) whose effects are held at 0 on
+    /// every curve unknown: a reduced model for a likelihood-ratio test
+    /// (model vignette §15.4). Empty for the full model.
+    held_effects: Vec<usize>,
 }
 
 /// The points' smallest distance for B bins and a buffer factor: the
@@ -111,7 +115,29 @@ impl CountModel {
             design,
             structure,
             point_gap,
+            held_effects: Vec::new(),
         })
+    }
+
+    /// The same model with the effects of `treatments` (columns of W other
+    /// than the reference's 0) held at 0.
+    pub fn with_held_effects(mut self, mut treatments: Vec<usize>) -> Result<Self, String> {
+        treatments.sort_unstable();
+        treatments.dedup();
+        let count = self.design.treatment_count();
+        if let Some(&bad) = treatments.iter().find(|&&t| t == 0 || t >= count) {
+            return Err(format!(
+                "effect {bad} cannot be held at 0: the effects are numbered 1 to {}",
+                count.saturating_sub(1)
+            ));
+        }
+        self.held_effects = treatments;
+        Ok(self)
+    }
+
+    /// Treatments whose effects are held at 0 (see [`Self::with_held_effects`]).
+    pub fn held_effects(&self) -> &[usize] {
+        &self.held_effects
     }
 
     pub fn table(&self) -> &CountTable {
@@ -137,7 +163,8 @@ impl CountModel {
             self.design.clone(),
             structure,
             self.point_gap,
-        )
+        )?
+        .with_held_effects(self.held_effects.clone())
     }
 
     /// One (context, species) curve of this model as a model of its own,

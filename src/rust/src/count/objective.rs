@@ -268,6 +268,31 @@ pub(crate) struct SpeciesProblem<'m> {
     /// squared effects of one unknown across the treatments' curves, v, is
     /// vᵀ A v (`None`: no prior).
     effect_prior: Option<(f64, Vec<f64>)>,
+    /// The model's held effects as the T × T matrix Σ_{j held} w_j w_jᵀ,
+    /// penalised with [`HELD_PRECISION`] (`None`: nothing held, or a
+    /// warm-up problem, whose start is projected afterwards instead).
+    held: Option<Vec<f64>>,
+}
+
+/// Precision of the quadratic penalty that holds a reduced model's effects
+/// at 0 (model vignette §15.4): at the optimum a held effect is the
+/// likelihood's slope in it divided by this, below 1e-6 for any count data
+/// this package sees, while the Hessian stays well within what a Cholesky
+/// factorisation in double precision resolves.
+pub(crate) const HELD_PRECISION: f64 = 1e8;
+
+/// Σ_{j in held} w_j w_jᵀ, w_j row j of W⁻¹ (row-major, T × T).
+fn effect_gram(inverse_weights: &[f64], treatments: usize, effects: &[usize]) -> Vec<f64> {
+    let mut gram = vec![0.0; treatments * treatments];
+    for &j in effects {
+        let row = &inverse_weights[j * treatments..(j + 1) * treatments];
+        for a in 0..treatments {
+            for b in 0..treatments {
+                gram[a * treatments + b] += row[a] * row[b];
+            }
+        }
+    }
+    gram
 }
 
 /// The weak priors of a count fit (model vignette §11.3); an SD of 0
@@ -354,7 +379,23 @@ impl<'m> SpeciesProblem<'m> {
             slope_prior_sd: None,
             step_prior_sd: None,
             effect_prior: None,
+            held: None,
         }
+        .with_held_effects()
+    }
+
+    /// Adds the penalty that holds the model's held effects at 0.
+    fn with_held_effects(mut self) -> Self {
+        let held = self.model.held_effects();
+        let treatments = self.layout.treatments;
+        if held.is_empty() || treatments < 2 {
+            return self;
+        }
+        // W was checked to be invertible when the model was built.
+        if let Ok(inverse) = super::fit::inverse_weights(self.model) {
+            self.held = Some(effect_gram(&inverse, treatments, held));
+        }
+        self
     }
 
     /// The problem with only some unknowns free (see
@@ -370,6 +411,9 @@ impl<'m> SpeciesProblem<'m> {
     ) -> Self {
         let mut problem = SpeciesProblem::new(model, species, warps);
         problem.layout = SpeciesLayout::restricted(model, species, curves, rho, warps);
+        // A warm-up moves one curve at a time: held at its neighbours' values
+        // it could not move at all. The fit projects its result instead.
+        problem.held = None;
         if !rho && warps == [false; 3] {
             let (contexts, treatments) = (problem.layout.contexts, problem.layout.treatments);
             let mut block = 0;
@@ -409,23 +453,66 @@ impl<'m> SpeciesProblem<'m> {
             }
             // W was checked to be invertible when the model was built.
             let inverse = super::fit::inverse_weights(self.model).ok()?;
-            let mut effects = vec![0.0; treatments * treatments];
-            for j in 1..treatments {
-                let row = &inverse[j * treatments..(j + 1) * treatments];
-                for a in 0..treatments {
-                    for b in 0..treatments {
-                        effects[a * treatments + b] += row[a] * row[b];
-                    }
-                }
-            }
-            Some((sd, effects))
+            let effects: Vec<usize> = (1..treatments).collect();
+            Some((sd, effect_gram(&inverse, treatments, &effects)))
         });
         self
     }
 
     /// The priors' contribution to J at `state` (0 without priors).
     pub fn prior_penalty(&self, state: &SpeciesState) -> f64 {
-        self.curve_priors(state, None)
+        self.curve_priors(state, None) + self.held_penalty(state, None)
+    }
+
+    /// The penalty holding the held effects at 0: ½ p Σ_unknowns vᵀ A v over
+    /// the treatments' curves (A from [`effect_gram`], p
+    /// [`HELD_PRECISION`]), with its gradient and Hessian when asked.
+    fn held_penalty(
+        &self,
+        state: &SpeciesState,
+        mut derivatives: Option<(&mut [f64], &mut BorderedMatrix)>,
+    ) -> f64 {
+        let Some(gram) = &self.held else {
+            return 0.0;
+        };
+        let layout = &self.layout;
+        let treatments = layout.treatments;
+        let mut total = 0.0;
+        let mut values = vec![0.0; treatments];
+        for c in 0..layout.contexts {
+            let curves = c * treatments..(c + 1) * treatments;
+            if layout.curve_offsets[curves].iter().all(|o| o.is_none()) {
+                continue;
+            }
+            for i in 0..curve_len(layout.degrees[c]) {
+                for (t, value) in values.iter_mut().enumerate() {
+                    *value = state.theta[c * treatments + t][i];
+                }
+                for a in 0..treatments {
+                    let pulled: f64 = (0..treatments)
+                        .map(|b| gram[a * treatments + b] * values[b])
+                        .sum();
+                    total += 0.5 * HELD_PRECISION * values[a] * pulled;
+                    let (Some((gradient, hessian)), Some(offset)) =
+                        (derivatives.as_mut(), layout.curve_offsets[c * treatments + a])
+                    else {
+                        continue;
+                    };
+                    gradient[offset + i] += HELD_PRECISION * pulled;
+                    let (block, start_a) = curve_block(layout, c * treatments + a);
+                    let size = layout.block_sizes[block];
+                    for b in 0..treatments {
+                        if layout.curve_offsets[c * treatments + b].is_none() {
+                            continue;
+                        }
+                        let (_, start_b) = curve_block(layout, c * treatments + b);
+                        hessian.blocks[block][(start_a + i) * size + start_b + i] +=
+                            HELD_PRECISION * gram[a * treatments + b];
+                    }
+                }
+            }
+        }
+        total
     }
 
     /// The curves' priors (slopes, steps, effects), adding their gradient
@@ -803,6 +890,10 @@ impl<'m> SpeciesProblem<'m> {
             state,
             derivatives.as_mut().map(|(g, h)| (&mut **g, &mut **h)),
         );
+        total += self.held_penalty(
+            state,
+            derivatives.as_mut().map(|(g, h)| (&mut **g, &mut **h)),
+        );
         // The random effects' normal prior.
         for r in 0..layout.animals {
             for w in 0..3 {
@@ -1090,6 +1181,92 @@ mod tests {
         );
         assert!((with.prior_penalty(&state) - expected).abs() < 1e-12 * expected);
         assert_eq!(plain.prior_penalty(&state), 0.0);
+    }
+
+    #[test]
+    fn held_effects_add_their_hand_computed_penalty_with_exact_derivatives() {
+        let base = small_model(5);
+        let treatments = base.design().treatment_count();
+        assert!(treatments > 1);
+        let held = vec![treatments - 1];
+        let model = base
+            .clone()
+            .with_held_effects(vec![treatments - 1, treatments - 1])
+            .unwrap();
+        assert_eq!(model.held_effects(), held.as_slice());
+        let plain = SpeciesProblem::new(&base, 0, [true, true, true]);
+        let with = SpeciesProblem::new(&model, 0, [true, true, true]);
+        let state = state_for(&plain);
+        let sigma = [0.3, 0.2, 0.4];
+        let layout = &plain.layout;
+        let weights = base.design().weights();
+        let mut expected = 0.0;
+        for c in 0..layout.contexts {
+            for i in 0..3 * layout.degrees[c] + 1 {
+                let values: Vec<f64> = (0..treatments)
+                    .map(|t| state.theta[c * treatments + t][i])
+                    .collect();
+                let beta = solve_by_hand(weights, &values);
+                for &j in &held {
+                    expected += 0.5 * HELD_PRECISION * beta[j] * beta[j];
+                }
+            }
+        }
+        assert!(expected > 0.0);
+        let added = with.value(&state, sigma) - plain.value(&state, sigma);
+        assert!(
+            (added - expected).abs() < 1e-9 * expected,
+            "{added} vs {expected}"
+        );
+        assert!((with.prior_penalty(&state) - expected).abs() < 1e-9 * expected);
+        // Gradient and Hessian of the penalty: it is quadratic, so central
+        // differences of J's difference are exact but for rounding.
+        let x = state.to_vector(&with.layout);
+        let n = x.len();
+        let evaluate = |problem: &SpeciesProblem, x: &[f64]| {
+            let mut s = state.clone();
+            s.set_vector(&problem.layout, x);
+            let mut g = vec![0.0; n];
+            let mut h = problem.hessian_shape();
+            problem.evaluate(&s, sigma, &mut g, &mut h);
+            (g, h)
+        };
+        let (g_with, h_with) = evaluate(&with, &x);
+        let (g_plain, h_plain) = evaluate(&plain, &x);
+        let step = 1e-4;
+        for i in 0..n {
+            let (mut up, mut down) = (x.clone(), x.clone());
+            up[i] += step;
+            down[i] -= step;
+            let penalty = |x: &[f64]| {
+                let mut s = state.clone();
+                s.set_vector(&with.layout, x);
+                with.prior_penalty(&s)
+            };
+            let numeric = (penalty(&up) - penalty(&down)) / (2.0 * step);
+            let analytic = g_with[i] - g_plain[i];
+            assert!(
+                (analytic - numeric).abs() <= 1e-6 * numeric.abs().max(1.0),
+                "gradient {i}: {analytic} vs {numeric}"
+            );
+            let mut unit = vec![0.0; n];
+            unit[i] = 1.0;
+            let (column_with, column_plain) = (h_with.multiply(&unit), h_plain.multiply(&unit));
+            let (g_up, _) = evaluate(&with, &up);
+            let (g_down, _) = evaluate(&with, &down);
+            let (p_up, _) = evaluate(&plain, &up);
+            let (p_down, _) = evaluate(&plain, &down);
+            for j in 0..n {
+                let numeric = ((g_up[j] - p_up[j]) - (g_down[j] - p_down[j])) / (2.0 * step);
+                let analytic = column_with[j] - column_plain[j];
+                assert!(
+                    (analytic - numeric).abs() <= 1e-6 * numeric.abs().max(1.0),
+                    "hessian ({j}, {i}): {analytic} vs {numeric}"
+                );
+            }
+        }
+        assert!(base.clone().with_held_effects(vec![0]).is_err());
+        assert!(base.with_held_effects(vec![treatments]).is_err());
     }
 
     #[test]

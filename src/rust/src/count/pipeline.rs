@@ -491,6 +491,81 @@ pub(crate) fn run_replicate(
     Ok(summarise(&model, &estimate)?.into_fit_summary(started.elapsed().as_secs_f64()))
 }
 
+/// Replicate `replicate` of the parametric bootstrap of a likelihood-ratio
+/// test (model vignette §15.4): counts drawn from the `reduced` fit (its
+/// random effects and counts, as the parametric scheme draws them, stream
+/// 2r of `seed`), fitted by the reduced model from its estimate and by the
+/// `full` model from that replicate's reduced fit (feasible for the full
+/// model, so its likelihood is at least as high but for the priors).
+/// Returns −ℓ of the reduced and of the full fit.
+pub(crate) fn likelihood_ratio_replicate(
+    reduced: &CountPlan,
+    full: &CountPlan,
+    seed: u64,
+    replicate: usize,
+) -> Result<(f64, f64), String> {
+    if replicate == 0 {
+        return Err("replicates are numbered from 1".into());
+    }
+    check_nested(reduced, full)?;
+    let mut model = reduced.model.clone();
+    let mut stream = TaskStream::new(seed, resampling_stream(replicate));
+    redraw(
+        &mut model,
+        &reduced.estimate,
+        Resampling::Parametric,
+        &mut stream,
+    );
+    let reduced_fit = fit_all(
+        &model,
+        Some(&reduced.detected),
+        Some(&reduced.estimate),
+        &reduced.settings,
+    )?;
+    let mut full_model = full.model.clone();
+    *full_model.table_mut() = model.table().clone();
+    let full_fit = fit_all(
+        &full_model,
+        Some(&full.detected),
+        Some(&reduced_fit),
+        &full.settings,
+    )?;
+    let nll = |estimate: &CountEstimate| {
+        estimate
+            .species
+            .iter()
+            .map(|f| f.negative_log_likelihood)
+            .sum::<f64>()
+    };
+    Ok((nll(&reduced_fit), nll(&full_fit)))
+}
+
+/// Checks that `reduced` is `full` with more effects held at 0: the same
+/// data, design, structure and settings.
+pub(crate) fn check_nested(reduced: &CountPlan, full: &CountPlan) -> Result<(), String> {
+    let (r, f) = (&reduced.model, &full.model);
+    if r.table() != f.table() || r.design() != f.design() {
+        return Err("the two fits are not of the same data and design".into());
+    }
+    if r.structure() != f.structure() {
+        return Err(
+            "the two fits have different numbers of transitions; fit the reduced model \
+             with the full model's (degrees = full$degrees)"
+                .into(),
+        );
+    }
+    if reduced.settings != full.settings {
+        return Err("the two fits were made with different model settings".into());
+    }
+    let held = r.held_effects();
+    if !f.held_effects().iter().all(|e| held.contains(e)) || held.len() <= f.held_effects().len() {
+        return Err(
+            "the reduced model must hold at 0 every effect the full model holds, and more".into(),
+        );
+    }
+    Ok(())
+}
+
 impl CountSummary {
     /// The outcome record's fit part.
     pub(crate) fn into_fit_summary(self, seconds: f64) -> FitSummary {

@@ -53,7 +53,7 @@ pub(crate) struct ExposureChoice {
 
 /// Counts and exposures, species-major: row (s, key) sits at s·K + key with
 /// key = ((r·C + c)·T + t)·B + (b − 1).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct CountTable {
     shape: TableShape,
     exposure_kind: Exposure,

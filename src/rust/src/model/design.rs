@@ -458,6 +458,37 @@ impl Design {
         self.treatments.iter().map(|t| t.name.clone()).collect()
     }
 
+    /// The treatments (columns of W) that `names` select for a reduced
+    /// model: an effect's name (`"KO"`, `"KO:right"`) selects that effect, a
+    /// factor's name every effect that involves the factor (its main effect
+    /// and its interactions). Sorted, without repeats.
+    pub(crate) fn effects_named(&self, names: &[String]) -> Result<Vec<usize>, String> {
+        let mut selected = Vec::new();
+        for name in names {
+            if let Some(t) = self.treatments.iter().skip(1).position(|t| &t.name == name) {
+                selected.push(t + 1);
+            } else if let Some(f) = self.factors.iter().position(|f| &f.name == name) {
+                selected.extend(
+                    (1..self.treatments.len()).filter(|&t| self.treatments[t].levels[f] != 0),
+                );
+            } else {
+                let effects: Vec<&str> = self.treatments[1..]
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect();
+                let factors: Vec<&str> = self.factors.iter().map(|f| f.name.as_str()).collect();
+                return Err(format!(
+                    "\"{name}\" is neither an effect of this design ({}) nor a factor ({})",
+                    quoted_list(&effects),
+                    quoted_list(&factors)
+                ));
+            }
+        }
+        selected.sort_unstable();
+        selected.dedup();
+        Ok(selected)
+    }
+
     /// W row-major (T×T).
     pub(crate) fn weights(&self) -> &[f64] {
         &self.weights
@@ -1105,4 +1136,16 @@ mod tests {
         assert_eq!(single.warped_of_block(0), None);
         assert_eq!(single.warped_levels(), 0);
     }
+}
+
+/// `"a", "b"`, or "none" for an empty list.
+fn quoted_list(items: &[&str]) -> String {
+    if items.is_empty() {
+        return "none".into();
+    }
+    items
+        .iter()
+        .map(|i| format!("\"{i}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
