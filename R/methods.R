@@ -291,7 +291,8 @@ summary.wisp <- function(object, level = NULL, ...) {
     likelihood = fit_likelihood(object), random.sd = object$random.sd,
     fit.diagnostics = object$fit.diagnostics, degrees = object$degrees,
     n.warp = sum(p$role %in% "warp"), nobs = nobs.wisp(object), logLik = logLik.wisp(object),
-    structure = structure_summary(object$structure.selection)
+    structure = structure_summary(object$structure.selection),
+    held.effects = object$held.effects
   ), class = "summary.wisp")
 }
 
@@ -326,6 +327,10 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
       })
       wrapped(sprintf("random-effect SDs over genes: point %s, rate %s, slope %s", sd[["point"]],
                       sd[["rate"]], sd[["slope"]]))
+    }
+    if (length(x$held.effects)) {
+      wrapped(paste0("reduced model: effects held at 0 (model.settings$trtKO), not tested: ",
+                     paste(x$held.effects, collapse = ", ")))
     }
   } else {
     cat(sprintf("\nFit: %s after %d evaluations in %s\n", status,

@@ -232,7 +232,7 @@ test_that("confint.wisp gives Wald intervals for the count likelihood", {
   expect_error(vcov(methods_fit_original()), class = "wisp_input_error")
 })
 
-test_that("Wald intervals of between-animal effects use t quantiles with df = animals - groups", {
+test_that("Wald intervals of between-animal effects use t quantiles with Satterthwaite df", {
   design <- wisp_design(between = list(genotype = c("WT", "KO")),
                         within = list(hemisphere = c("left", "right")), animals.per.group = 2)
   counts <- wisp_simulate(design = design, n.genes = 2, n.bins = 30, degrees = 1L, seed = 16)
@@ -251,16 +251,61 @@ test_that("Wald intervals of between-animal effects use t quantiles with df = an
   se <- ifelse(is.finite(variance) & variance > 0, sqrt(variance), NA_real_)
   between <- p$treatment %in% "KO"
   expect_gt(sum(between & !is.na(se)), 0)
-  quantile <- ifelse(between, stats::qt(0.975, df), stats::qnorm(0.975))
+  s <- summary(fit)$coefficients
+  expect_identical(s$parameter, names(estimate))
+  # Between-animal effects: Satterthwaite df >= animals - groups; within: Inf.
+  expect_true(all(s$df[between] >= df))
+  expect_true(all(s$df[!between] == Inf))
+  ddf <- s$df
+  quantile <- ifelse(is.finite(ddf), stats::qt(0.975, ddf), stats::qnorm(0.975))
   ci <- confint(fit, method = "wald")
   expect_equal(unname(ci[, 1]), unname(estimate - quantile * se))
   expect_equal(unname(ci[, 2]), unname(estimate + quantile * se))
   statistic <- estimate / se
-  p_value <- ifelse(between, 2 * stats::pt(-abs(statistic), df), 2 * stats::pnorm(-abs(statistic)))
-  s <- summary(fit)$coefficients
+  p_value <- ifelse(is.finite(ddf), 2 * stats::pt(-abs(statistic), ddf),
+                    2 * stats::pnorm(-abs(statistic)))
   beta <- p$role == "beta"
   expect_equal(s$p.value[beta], unname(p_value[beta]))
-  expect_identical(s$df, ifelse(between, as.numeric(df), Inf))
+
+  # The df of the rate effects of genotype, computed here from a Hessian of J
+  # by central differences of its gradient: V = g' H^-1 g with g the
+  # effect's weights (row "KO" of W^-1) on the curves' rate coordinates,
+  # V_within the same with the random effects' rows and columns removed,
+  # df = (animals - groups) (V / (V - V_within))^2.
+  species <- 0L
+  at <- wispack:::count_objective_rust(fit$plan, species, NULL)
+  x <- at$x
+  n <- length(x)
+  gradient <- function(x) wispack:::count_objective_rust(fit$plan, species, x)$gradient
+  h <- 1e-5
+  hessian <- vapply(seq_len(n), function(i) {
+    step <- replace(numeric(n), i, h)
+    (gradient(x + step) - gradient(x - step)) / (2 * h)
+  }, numeric(n))
+  hessian <- (hessian + t(hessian)) / 2
+  inverse_weights <- solve(fit$weight.matrix)
+  treatments <- nrow(inverse_weights)
+  random <- grepl("^u\\[", at$names)
+  expect_gt(sum(random), 0)
+  rate_effects <- which(between & p$component == "Rt" & p$species == "gene1")
+  expect_gt(length(rate_effects), 0)
+  for (j in rate_effects) {
+    block <- p$block[j] - 1L
+    g <- numeric(n)
+    for (t in seq_len(treatments)) {
+      g[match(sprintf("theta[%d,%d]", t - 1L, block), at$names)] <- inverse_weights["KO", t]
+    }
+    expect_equal(sum(abs(g) > 0), treatments - sum(inverse_weights["KO", ] == 0))
+    v <- drop(g %*% solve(hessian, g))
+    within <- drop(g[!random] %*% solve(hessian[!random, !random], g[!random]))
+    expect_equal(unname(variance[j]), v, tolerance = 1e-4)
+    expect_equal(s$df[j], df * (v / (v - within))^2, tolerance = 1e-3)
+  }
+})
+
+test_that("Satterthwaite df follow the formula, from animals - groups up to Inf", {
+  expect_equal(wispack:::satterthwaite_df(c(2, 1, 1, 3), c(1, 0, 1, NA), 4),
+               c(4 * (2 / 1)^2, 4, Inf, NA))
 })
 
 test_that("confint.wisp gives order-statistic intervals from the replicates, for both likelihoods", {

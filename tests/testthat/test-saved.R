@@ -87,7 +87,7 @@ test_that("a new fit keeps one plan, versioned, that round-trips through saveRDS
     expect_identical(rawToChar(fit$plan[1:8]), "WISPSAVE")
     resample <- if (label == "nb") "parametric" else "cells"
     info <- wispack:::plan_info_rust(fit$plan, resample)
-    expect_identical(info$format, 1L, label = label)
+    expect_identical(info$format, 2L, label = label)
     expect_identical(info$likelihood, label)
     path <- tempfile(fileext = ".rds")
     saveRDS(fit, path)
@@ -181,4 +181,34 @@ test_that("a model's bytes are not taken for a fit's plan", {
                                                          names(small_counts())])
   fit$plan <- model$bytes
   expect_error(bs_batch(fit, 2), class = "wisp_input_error", regexp = "not the plan of a fit")
+})
+
+test_that("a count fit saved in format 1 (before held effects) still loads and bootstraps", {
+  # fixtures/make-fit-v1.R: saved by commit d31da59 with 4 parametric
+  # replicates; this version must compute exactly what that one did.
+  old <- suppressWarnings(readRDS(test_path("fixtures", "fit-v1.rds")))
+  expect_identical(wispack:::plan_info_rust(old$plan, "parametric")$format, 1L)
+  expect_identical(old$held.effects, NULL)
+  expect_identical(predict(old), old$count.data.summed$pred.log)
+  again <- suppressWarnings(bs_batch(old, 4, seed = old$bootstrap$seed, resample = "parametric"))
+  expect_identical(again$t, old$bootstrap$t)
+  expect_true(is.finite(as.numeric(logLik(old))))
+  expect_s3_class(suppressWarnings(summary(old)), "summary.wisp")
+})
+
+test_that("a reduced fit keeps its held effects through saveRDS, and its bootstrap holds them", {
+  counts <- wisp_simulate(n.genes = 1, n.bins = 24, seed = 9,
+                          fixed.effects = list(genotype = c("WT", "KO")))
+  reduced <- wisp(counts, model.settings = list(trtKO = "KO"), verbose = FALSE)
+  expect_identical(wispack:::plan_info_rust(reduced$plan, "parametric")$format, 2L)
+  path <- tempfile(fileext = ".rds")
+  saveRDS(reduced, path)
+  reloaded <- readRDS(path)
+  unlink(path)
+  boot <- bs_batch(reloaded, 3, seed = 2)
+  held <- reloaded$parameters$role == "beta" & reloaded$parameters$treatment == "KO"
+  expect_true(any(held))
+  expect_true(all(abs(boot$t[, held]) < 1e-5))
+  free <- reloaded$parameters$role == "baseline"
+  expect_true(all(apply(boot$t[, free, drop = FALSE], 2, stats::sd) > 0))
 })
