@@ -448,7 +448,8 @@ impl PlanV2 {
         if self.held_effects.is_empty() {
             return Ok(plan);
         }
-        let invalid = |reason: String| Error::corrupt(format!("the saved plan is invalid: {reason}"));
+        let invalid =
+            |reason: String| Error::corrupt(format!("the saved plan is invalid: {reason}"));
         match plan {
             Plan::Count(mut plan) => {
                 plan.model = plan

@@ -888,9 +888,14 @@ fn count_check_nested_rust(reduced: Raw, full: Raw) -> RResult<bool> {
 /// @keywords internal
 /// @noRd
 #[extendr]
-fn count_lr_replicate_rust(reduced: Raw, full: Raw, seed: f64, replicate: i32) -> RResult<Vec<f64>> {
-    let replicate = usize::try_from(replicate)
-        .map_err(|_| Error::input("replicates are numbered from 1"))?;
+fn count_lr_replicate_rust(
+    reduced: Raw,
+    full: Raw,
+    seed: f64,
+    replicate: i32,
+) -> RResult<Vec<f64>> {
+    let replicate =
+        usize::try_from(replicate).map_err(|_| Error::input("replicates are numbered from 1"))?;
     let (reduced, full) = (count_plan(&reduced)?, count_plan(&full)?);
     let (r, f) =
         pipeline::likelihood_ratio_replicate(&reduced, &full, super::seed_value(seed)?, replicate)

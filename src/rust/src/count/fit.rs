@@ -626,9 +626,7 @@ pub(crate) fn project_held_effects(
     for c in 0..model.structure().contexts() {
         let first = c * treatments;
         for i in 0..state.theta[first].len() {
-            let values: Vec<f64> = (0..treatments)
-                .map(|t| state.theta[first + t][i])
-                .collect();
+            let values: Vec<f64> = (0..treatments).map(|t| state.theta[first + t][i]).collect();
             let mut effects: Vec<f64> = (0..treatments)
                 .map(|j| {
                     (0..treatments)

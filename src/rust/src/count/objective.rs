@@ -493,9 +493,10 @@ impl<'m> SpeciesProblem<'m> {
                         .map(|b| gram[a * treatments + b] * values[b])
                         .sum();
                     total += 0.5 * HELD_PRECISION * values[a] * pulled;
-                    let (Some((gradient, hessian)), Some(offset)) =
-                        (derivatives.as_mut(), layout.curve_offsets[c * treatments + a])
-                    else {
+                    let (Some((gradient, hessian)), Some(offset)) = (
+                        derivatives.as_mut(),
+                        layout.curve_offsets[c * treatments + a],
+                    ) else {
                         continue;
                     };
                     gradient[offset + i] += HELD_PRECISION * pulled;

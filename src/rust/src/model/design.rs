@@ -822,6 +822,18 @@ pub(crate) fn boundary_distances_per_block(degree: usize) -> usize {
     }
 }
 
+/// `"a", "b"`, or "none" for an empty list.
+fn quoted_list(items: &[&str]) -> String {
+    if items.is_empty() {
+        return "none".into();
+    }
+    items
+        .iter()
+        .map(|i| format!("\"{i}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1136,16 +1148,4 @@ mod tests {
         assert_eq!(single.warped_of_block(0), None);
         assert_eq!(single.warped_levels(), 0);
     }
-}
-
-/// `"a", "b"`, or "none" for an empty list.
-fn quoted_list(items: &[&str]) -> String {
-    if items.is_empty() {
-        return "none".into();
-    }
-    items
-        .iter()
-        .map(|i| format!("\"{i}\""))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
