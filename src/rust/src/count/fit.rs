@@ -906,4 +906,47 @@ mod tests {
             .unwrap();
         assert!(reported[slope].is_nan());
     }
+
+    #[test]
+    fn a_reduced_model_converges_to_equal_curves_and_no_better_objective() {
+        // Treatment 1's curves differ from the reference's in the truth;
+        // holding its effect at 0 must give one curve for both, at an
+        // objective no lower than the full model's (its feasible set is
+        // smaller), and converge as readily.
+        for seed in 0..6 {
+            let (full_model, _) = simulate(&Simulation::default(), 40 + seed);
+            let reduced_model = full_model.clone().with_held_effects(vec![1]).unwrap();
+            let settings = CountFitSettings::default();
+            for species in 0..2 {
+                let full = fit_species(&full_model, species, None, None, &settings).unwrap();
+                let reduced = fit_species(&reduced_model, species, None, None, &settings).unwrap();
+                assert!(
+                    full.converged && reduced.converged,
+                    "seed {seed}: {reduced:?}"
+                );
+                assert!(
+                    reduced.iterations <= 2 * full.iterations + 60,
+                    "seed {seed}: {} iterations against {}",
+                    reduced.iterations,
+                    full.iterations
+                );
+                let (a, b) = (&reduced.state.theta[0], &reduced.state.theta[1]);
+                for (x, y) in a.iter().zip(b) {
+                    assert!((x - y).abs() < 1e-5, "seed {seed}: {a:?} against {b:?}");
+                }
+                let spread = full.state.theta[0]
+                    .iter()
+                    .zip(&full.state.theta[1])
+                    .map(|(x, y)| (x - y).abs())
+                    .fold(0.0, f64::max);
+                assert!(spread > 1e-3, "seed {seed}: the full fit's curves coincide");
+                assert!(
+                    reduced.objective >= full.objective - 1e-6,
+                    "seed {seed}: {} < {}",
+                    reduced.objective,
+                    full.objective
+                );
+            }
+        }
+    }
 }

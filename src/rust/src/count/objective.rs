@@ -276,7 +276,7 @@ pub(crate) struct SpeciesProblem<'m> {
 
 /// Precision of the quadratic penalty that holds a reduced model's effects
 /// at 0 (model vignette §15.4): at the optimum a held effect is the
-/// likelihood's slope in it divided by this, below 1e-6 for any count data
+/// likelihood's slope in it divided by this, of order 1e-6 for the count data
 /// this package sees, while the Hessian stays well within what a Cholesky
 /// factorisation in double precision resolves.
 pub(crate) const HELD_PRECISION: f64 = 1e8;
@@ -462,6 +462,28 @@ impl<'m> SpeciesProblem<'m> {
     /// The priors' contribution to J at `state` (0 without priors).
     pub fn prior_penalty(&self, state: &SpeciesState) -> f64 {
         self.curve_priors(state, None) + self.held_penalty(state, None)
+    }
+
+    /// Per free coordinate, the held-effects penalty's share of the
+    /// Hessian's diagonal (0 without held effects). The solver's damping
+    /// scales with the diagonal without it: the penalty's stiffness lies
+    /// across the constraint, and scaling by it would freeze the moves along
+    /// the constraint too.
+    pub fn held_diagonal(&self) -> Vec<f64> {
+        let layout = &self.layout;
+        let mut diagonal = vec![0.0; layout.len];
+        let Some(gram) = &self.held else {
+            return diagonal;
+        };
+        let treatments = layout.treatments;
+        for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+            let Some(offset) = *offset else { continue };
+            let t = curve % treatments;
+            for i in 0..curve_len(layout.degrees[curve / treatments]) {
+                diagonal[offset + i] = HELD_PRECISION * gram[t * treatments + t];
+            }
+        }
+        diagonal
     }
 
     /// The penalty holding the held effects at 0: ½ p Σ_unknowns vᵀ A v over

@@ -201,6 +201,7 @@ pub(crate) fn newton(
     let mut hessian = problem.hessian_shape();
     let mut lambda = 0.0_f64;
     let mut evaluations = 0;
+    let held_diagonal = problem.held_diagonal();
     let outcome = |value,
                    iterations,
                    evaluations,
@@ -278,11 +279,12 @@ pub(crate) fn newton(
             );
         }
         let diagonal_scale: Vec<f64> = {
-            let largest = (0..n)
-                .map(|i| hessian.diagonal(i).abs())
-                .fold(0.0, f64::max);
-            (0..n)
-                .map(|i| hessian.diagonal(i).abs().max(1e-6 * largest).max(1e-12))
+            let own: Vec<f64> = (0..n)
+                .map(|i| (hessian.diagonal(i) - held_diagonal[i]).abs())
+                .collect();
+            let largest = own.iter().copied().fold(0.0, f64::max);
+            own.iter()
+                .map(|d| d.max(1e-6 * largest).max(1e-12))
                 .collect()
         };
         let mut accepted = false;
