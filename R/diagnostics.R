@@ -154,9 +154,9 @@ wisp_residuals <- function(fit, by = c("animal", "treatment", "gene", "context",
             class = "wisp_residuals")
 }
 
-# A Kolmogorov-Smirnov test against the standard normal (ties cannot occur
-# in quantile residuals, but ks.test warns about them for large samples of
-# rounded values; the exact p-value is used only for small samples).
+# A Kolmogorov-Smirnov test against the standard normal. Quantile residuals
+# are continuous draws: a tie (ks.test's warning) needs two draws clamped at
+# the same extreme, which does not change the test.
 normal_ks_test <- function(x) {
   suppressWarnings(stats::ks.test(x, "pnorm"))
 }

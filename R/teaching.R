@@ -143,7 +143,7 @@ check_demo_curve <- function(rates, slopes, points, bins, call) {
 #' @param w For `"original"`: the warping factors to draw.
 #' @param bound For `"original"`: the bound \eqn{b} of the warp (the
 #'   original uses the number of bins for points).
-#' @return A ggplot object; its first layer's data hold the curves (`"nb"`:
+#' @return A ggplot object; its data (`$data`) hold the curves (`"nb"`:
 #'   `x`, `psi`, `effect`, `u`; `"original"`: `z`, `omega`, `w`).
 #' @seealso [wisp_demo_polysigmoid()]
 #' @export

@@ -47,7 +47,7 @@ test_that("the count model's warp figure applies the random effects of model vig
   u <- 0.7
   p <- wisp_demo_warp("nb", u = u, rates = rates, slopes = slopes, points = points, bins = bins)
   expect_no_warning(ggplot2::ggplot_build(p))
-  curves <- p$layers[[1]]$data
+  curves <- p$data
   g <- ceiling(bins / 20)
   free <- bins - 3 * g
   for (effect in c("point", "rate", "slope")) {
@@ -81,7 +81,7 @@ test_that("the original's warp figure draws omega of model vignette 7.1", {
   w <- c(-2, -0.5, 0, 1, 2)
   p <- wisp_demo_warp("original", w = w, bound = 100)
   expect_no_warning(ggplot2::ggplot_build(p))
-  curves <- p$layers[[1]]$data
+  curves <- p$data
   expect_setequal(unique(curves$w), w)
   for (value in w) {
     rows <- curves[curves$w == value, ]
