@@ -35,7 +35,10 @@ wisp_demo_polysigmoid <- function(rates = c(1, 3, 0.5), slopes = c(0.8, 0.4),
   curve <- data.frame(x = x, psi = demo_psi(x, rates, slopes, points))
   d <- length(slopes)
   edges <- c(0.5, points, bins + 0.5)
-  blocks <- data.frame(x = edges[-length(edges)], xend = edges[-1], y = rates,
+  # Each block's label between the tangents that reach into it (2 / s bins).
+  reach <- c(0, 2 / slopes, 0)
+  label_x <- (edges[-length(edges)] + reach[-length(reach)] + edges[-1] - reach[-1]) / 2
+  blocks <- data.frame(x = edges[-length(edges)], xend = edges[-1], y = rates, label_x = label_x,
                        label = sprintf("R[%d] == %s", seq_along(rates), format(rates)))
   ggplot2::ggplot() +
     ggplot2::geom_line(data = curve, ggplot2::aes(x = .data$x, y = .data$psi),
@@ -43,7 +46,7 @@ wisp_demo_polysigmoid <- function(rates = c(1, 3, 0.5), slopes = c(0.8, 0.4),
     ggplot2::geom_segment(data = blocks, ggplot2::aes(x = .data$x, xend = .data$xend,
                                                       y = .data$y, yend = .data$y),
                           linetype = "dashed", colour = "grey35") +
-    ggplot2::geom_text(data = blocks, ggplot2::aes(x = (.data$x + .data$xend) / 2, y = .data$y,
+    ggplot2::geom_text(data = blocks, ggplot2::aes(x = .data$label_x, y = .data$y,
                                                    label = .data$label),
                        parse = TRUE, vjust = -0.6, size = 3.5) +
     (if (d) demo_transition_layers(rates, slopes, points)) +
@@ -62,7 +65,7 @@ demo_transition_layers <- function(rates, slopes, points) {
   step <- diff(rates)
   centre <- rates[-1] - step / 2
   gradient <- slopes * step / 4
-  reach <- pmin(2 / slopes, 6)
+  reach <- 2 / slopes
   marks <- data.frame(x = points, y = centre,
                       point_label = sprintf("p[%d] == %s", seq_len(d), format(points)),
                       slope_label = sprintf("s[%d] == %s", seq_len(d), format(slopes)))
@@ -75,9 +78,9 @@ demo_transition_layers <- function(rates, slopes, points) {
                           colour = "#D55E00", linewidth = 0.8),
     ggplot2::geom_point(data = marks, ggplot2::aes(x = .data$x, y = .data$y), colour = "#D55E00",
                         size = 2),
-    ggplot2::geom_label(data = marks, ggplot2::aes(x = .data$x, y = -Inf,
-                                                   label = .data$point_label),
-                        parse = TRUE, vjust = -0.2, size = 3.3, label.size = 0),
+    ggplot2::geom_text(data = marks, ggplot2::aes(x = .data$x, y = -Inf,
+                                                  label = .data$point_label),
+                       parse = TRUE, vjust = -0.4, size = 3.3),
     ggplot2::geom_text(data = marks, ggplot2::aes(x = .data$x, y = .data$y,
                                                   label = .data$slope_label),
                        parse = TRUE, hjust = -0.25, vjust = 1.2, size = 3.3, colour = "#D55E00")
