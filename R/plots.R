@@ -30,8 +30,10 @@ utils::globalVariables(".data")
 #'   95 % band for a correct model and Kolmogorov-Smirnov p-values: under
 #'   the count likelihood, randomized quantile residuals (standard normal
 #'   when the model is right); under the original's, standardised log
-#'   residuals. It uses R's random number generator (call [set.seed()]
-#'   first to repeat it). [wisp_residuals()] gives the tables and tests, and
+#'   residuals. The quantile residuals are drawn with the seed
+#'   `model.settings$rng_seed` of the fit, so the figure is the same every
+#'   time (R's random number state is left alone); [wisp_residuals()] draws
+#'   them with any seed and gives the tables and tests, and
 #'   [plot.wisp_residuals()] the residuals against the bins and the
 #'   dispersion check.
 #'
@@ -298,9 +300,16 @@ parameter_plot <- function(fit, species, contexts, roles, effects_only) {
 }
 
 # The normal QQ plot of the fit's residuals (see ?plot.wisp_residuals for it
-# and for the other residual figures).
+# and for the other residual figures). The quantile residuals are drawn with
+# the fit's rng_seed, so that the figure is the same every time.
 residual_plot <- function(fit, species, contexts) {
-  plot(wisp_residuals(fit, species = species, contexts = contexts), "qq")
+  plot(wisp_residuals(fit, species = species, contexts = contexts,
+                      seed = residual_plot_seed(fit)), "qq")
+}
+
+residual_plot_seed <- function(fit) {
+  seed <- fit$settings$rng_seed
+  if (is.numeric(seed) && length(seed) == 1L && is.finite(seed)) seed else 42L
 }
 
 #' Plot a wisp bootstrap

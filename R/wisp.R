@@ -208,7 +208,8 @@
 #'   `rise_threshold_factor` (0.8) the rise, as a fraction of the step
 #'   between block rates, that a transition must reach within its run of
 #'   bins; it sets the starting slopes (a larger factor, longer runs,
-#'   gentler slopes); `rng_seed` (42) seed of the starting warping factors;
+#'   gentler slopes); `rng_seed` (42) seed of the starting warping factors and of the
+#'   quantile residuals that `plot(fit, type = "residuals")` draws;
 #'   `warp_precision` (1e-7); `round_none` (TRUE) round the extrapolated
 #'   population counts; `max_bin` (0) number of bins (0: the largest bin;
 #'   at most 100,000); `trtKO` ("none") not supported.

@@ -241,3 +241,13 @@ test_that("model.settings$dispersion is checked", {
                     model.settings = list(likelihood = "original", dispersion = 0)),
                class = "wisp_input_error", regexp = "dispersion apply to likelihood")
 })
+
+test_that("the residual figures look as they did (vdiffr snapshots)", {
+  skip_on_cran()
+  skip_if_not_installed("vdiffr")
+  checked <- wisp_residuals(diagnostics_small(), seed = 5)
+  vdiffr::expect_doppelganger("residuals-qq", plot(checked))
+  vdiffr::expect_doppelganger("residuals-bins", plot(checked, "bins"))
+  vdiffr::expect_doppelganger("residuals-dispersion", plot(checked, "dispersion"))
+  vdiffr::expect_doppelganger("plot-type-residuals", plot(diagnostics_small(), type = "residuals"))
+})

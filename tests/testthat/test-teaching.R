@@ -111,3 +111,11 @@ test_that("the teaching figures refuse curves the model cannot have", {
                regexp = "`bound`")
   expect_error(wisp_demo_warp("other"), class = "wisp_input_error", regexp = "`model`")
 })
+
+test_that("the teaching figures look as they did (vdiffr snapshots)", {
+  skip_on_cran()
+  skip_if_not_installed("vdiffr")
+  vdiffr::expect_doppelganger("demo-polysigmoid", wisp_demo_polysigmoid())
+  vdiffr::expect_doppelganger("demo-warp-nb", wisp_demo_warp())
+  vdiffr::expect_doppelganger("demo-warp-original", wisp_demo_warp("original"))
+})
