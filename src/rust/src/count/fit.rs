@@ -74,8 +74,8 @@ pub(crate) struct CountFitSettings {
     pub effect_prior_sd: f64,
     /// A fixed dispersion φ per cell instead of estimates (0: Poisson, held
     /// at the lower bound of ln φ, where the negative binomial is Poisson
-    /// to about 1e-8 relative).
-    #[serde(default)]
+    /// to about 1e-8 relative). Saved plans keep it in format 2's extras
+    /// (`saved.rs`).
     pub fixed_dispersion: Option<f64>,
 }
 
