@@ -44,7 +44,11 @@
 #' and `bins` has one row per gene and context: the number of means, their
 #' mean square (mean of z^2; 1 under the model, a little less because the
 #' fit follows the data) and the upper-tail chi-square p-value of sum z^2
-#' (large when the curve misses the data along the bins).
+#' (large when the curve misses the data along the bins). Counts more
+#' variable than the model allows make the means vary more too, so this
+#' check also rejects under ignored overdispersion; the dispersion check
+#' below tells the two apart (it passes a missing transition, whose misfit
+#' the fitted dispersion has absorbed).
 #'
 #' `dispersion` has one row per gene and context: the number of counts, the
 #' fitted dispersion `phi`, the ratio of the counts' observed to their
