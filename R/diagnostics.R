@@ -291,7 +291,7 @@ format_table <- function(table) {
 #'   statistics); the panel titles give the gene's Kolmogorov-Smirnov
 #'   p-value. Points outside the band in the tails: heavier tails than the
 #'   model allows (e.g. ignored overdispersion).
-#' * `"bins"`: per gene (rows) and context (columns), the residuals against
+#' * `"bins"`: per gene (and context), the residuals against
 #'   the bins, with their mean per bin and treatment; the grey band is where
 #'   95 % of the means of standard normal residuals lie. Means that leave the
 #'   band along a run of bins: the curve misses the data there (e.g. a
@@ -406,6 +406,15 @@ residual_bin_plot <- function(x) {
   band$half <- 1.96 / sqrt(as.vector(tapply(means$n, band_key, max)[as.character(
     band_key[!duplicated(band_key)])]))
   colours <- rep_len(okabe_ito, length(treatments))
+  # One panel per gene (and context, when there are several), wrapped so
+  # that the layout grows with the genes.
+  panel_of <- function(d) {
+    if (length(unique(rows$context)) > 1L) paste(d$gene, d$context, sep = ", ") else d$gene
+  }
+  panels <- unique(panel_of(rows))
+  rows$panel <- factor(panel_of(rows), levels = panels)
+  means$panel <- factor(panel_of(means), levels = panels)
+  band$panel <- factor(panel_of(band), levels = panels)
   ylab <- if (x$type == "quantile") "quantile residual" else "log residual"
   band_text <- if (x$type == "quantile") "grey: 95 % range of a mean under the model" else
     "grey: +- 1.96 / sqrt(n)"
@@ -419,7 +428,7 @@ residual_bin_plot <- function(x) {
     ggplot2::geom_line(data = means, ggplot2::aes(x = .data$bin, y = .data$mean,
                                                   colour = .data$treatment), linewidth = 0.7) +
     ggplot2::scale_colour_manual(values = colours) +
-    ggplot2::facet_grid(ggplot2::vars(.data$gene), ggplot2::vars(.data$context)) +
+    ggplot2::facet_wrap(ggplot2::vars(.data$panel), ncol = facet_columns(nlevels(rows$panel))) +
     ggplot2::labs(x = "bin", y = ylab, colour = "mean per bin, treatment",
                   title = "Residuals along the bins",
                   subtitle = paste0("points: residuals; lines: their mean per bin; ", band_text)) +
