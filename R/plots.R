@@ -304,7 +304,13 @@ parameter_plot <- function(fit, species, contexts, roles, effects_only) {
 # the fit's rng_seed, so that the figure is the same every time.
 residual_plot <- function(fit, species, contexts) {
   plot(wisp_residuals(fit, species = species, contexts = contexts,
-                      seed = residual_plot_seed(fit)), "qq")
+                      seed = residual_plot_seed(fit)), "qq") +
+    # The text sizes of plot.settings, as in the other figures.
+    ggplot2::theme(
+      plot.title = ggplot2::element_text(size = plot_setting(fit, "title_size", 20) * 0.7),
+      axis.title = ggplot2::element_text(size = plot_setting(fit, "axis_size", 12)),
+      legend.text = ggplot2::element_text(size = plot_setting(fit, "legend_size", 10))
+    )
 }
 
 residual_plot_seed <- function(fit) {

@@ -181,6 +181,13 @@ test_that("the residual figures draw what wisp_residuals() holds, with axis titl
   for (p in list(qq, bins, dispersion)) {
     expect_true(nzchar(p$labels$x) && nzchar(p$labels$y) && nzchar(p$labels$title))
   }
+  # plot(fit, type = "residuals") takes the text sizes of plot.settings.
+  fit <- diagnostics_small()
+  fit$plot.settings$axis_size <- 21
+  fit$plot.settings$title_size <- 30
+  p <- plot(fit, type = "residuals")
+  expect_equal(p$theme$axis.title$size, 21)
+  expect_equal(p$theme$plot.title$size, 21)
   expect_error(plot(checked, "other"), class = "wisp_input_error", regexp = "`type`")
   expect_error(plot(wisp_residuals(small_fit_original()), "dispersion"),
                class = "wisp_input_error", regexp = "count likelihood")
