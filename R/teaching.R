@@ -179,7 +179,7 @@ wisp_demo_warp <- function(model = c("nb", "original"), u = 0.5, rates = c(1, 3,
             any(bins - (d + 1) * gap - (points - 0.5 - seq_len(d) * gap) <= 0) ||
             any(slopes >= 8))) {
     stop_input("the count model needs slopes below 8 and points at least ", gap,
-               " bins apart and from the ends of the axis (model vignette §11.2).", call = call)
+               " bins apart and from the ends of the axis (model vignette, section 11.2).", call = call)
   }
   x <- seq(0.5, bins + 0.5, length.out = 301)
   effects <- c("point", "rate", "slope")
