@@ -103,6 +103,7 @@ count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL,
     effect_prior_sd = settings$effect_prior_sd,
     fixed_sd = if (length(settings$random_sd) == 3L) settings$random_sd else NULL,
     held_effects = if (identical(settings$trtKO, "none")) NULL else as.character(settings$trtKO),
+    fixed_dispersion = if (dispersion_fixed(settings)) settings$dispersion else NULL,
     workers = as.double(workers)
   )
   fitted <- with_context(continue_jump(count_fit_rust(
@@ -222,14 +223,21 @@ held_rows <- function(parameters) {
   if (is.null(parameters$held)) rep(FALSE, nrow(parameters)) else parameters$held %in% TRUE
 }
 
+# Whether model.settings fix the dispersions (`dispersion` a number; NA or
+# absent, as in fits saved before the setting existed: estimated).
+dispersion_fixed <- function(settings) {
+  !is.null(settings$dispersion) && !is.na(settings$dispersion)
+}
+
 # Degrees of freedom of a count fit for logLik(), AIC and likelihood-ratio
 # tests: the fixed effects the data inform, the estimated random-effect
-# standard deviations and the dispersions.
-count_degrees_of_freedom <- function(parameters, estimates, random_sd_fixed) {
+# standard deviations and the estimated dispersions.
+count_degrees_of_freedom <- function(parameters, estimates, random_sd_fixed,
+                                     dispersion_fixed = FALSE) {
   role <- parameters$role
   fixed <- role %in% c("baseline", "beta") & is.finite(estimates) & !held_rows(parameters)
   sds <- role %in% "sd" & !random_sd_fixed
-  dispersions <- role %in% "dispersion" & is.finite(estimates)
+  dispersions <- role %in% "dispersion" & is.finite(estimates) & !dispersion_fixed
   sum(fixed) + sum(sds) + sum(dispersions)
 }
 
@@ -243,7 +251,8 @@ wisp_count_result <- function(fitted, settings, plot.settings, variables, call) 
   psi <- count_predict_rust(fitted$plan, parameters)
   fixed_sd <- length(settings$random_sd) == 3L
   diagnostics <- fit_diagnostics(fitted$diagnostics, length(parameters))
-  diagnostics$df <- count_degrees_of_freedom(model$parameters, parameters, fixed_sd)
+  diagnostics$df <- count_degrees_of_freedom(model$parameters, parameters, fixed_sd,
+                                             dispersion_fixed(settings))
   structure(list(
     model.component.list = c("Rt", "tslope", "tpoint"),
     count.data.summed = count_summed_table(model, psi),

@@ -98,7 +98,7 @@ model_fit_rust <- function(bytes, start, ctol, max_evals) rust_result(.Call(wrap
 #' `window`, `cutoff`, `method`,
 #' `buffer_factor`, `rise_threshold_factor`, `slope_prior_sd`, `step_prior_sd`,
 #' `effect_prior_sd`, `fixed_sd`
-#' (NULL or point, rate, slope), `workers`. `progress(stage, done, total)`
+#' (NULL or point, rate, slope), `fixed_dispersion` (NULL or φ, 0: Poisson), `workers`. `progress(stage, done, total)`
 #' (an R function, or NULL) is told, through a [`Relay`], the number of
 #' curves of the structure selection (stage "structure"), of distinct
 #' structures of the grid search (stage "grid") and of species (stage

@@ -26,9 +26,16 @@ utils::globalVariables(".data")
 #' * `"effects"`: the treatment effects with their intervals, coloured by
 #'   significance and marked `*`, `**` or `***` (adjusted p-value below
 #'   alpha, alpha / 5, alpha / 50), by component.
-#' * `"residuals"`: diagnostics of the log residuals (observed minus fitted,
-#'   on the log(count + 1) scale): their histogram, and residuals against
-#'   the fitted values.
+#' * `"residuals"`: the normal QQ plot of the residuals per gene, with a
+#'   95 % band for a correct model and Kolmogorov-Smirnov p-values: under
+#'   the count likelihood, randomized quantile residuals (standard normal
+#'   when the model is right); under the original's, standardised log
+#'   residuals. The quantile residuals are drawn with the seed
+#'   `model.settings$rng_seed` of the fit, so the figure is the same every
+#'   time (R's random number state is left alone); [wisp_residuals()] draws
+#'   them with any seed and gives the tables and tests, and
+#'   [plot.wisp_residuals()] the residuals against the bins and the
+#'   dispersion check.
 #'
 #' Intervals in `"parameters"` and `"effects"` are those of `fit$stats`
 #' (see [summary.wisp()]): tested effects at their multiplicity-adjusted
@@ -292,30 +299,23 @@ parameter_plot <- function(fit, species, contexts, roles, effects_only) {
   )
 }
 
-# Histogram of the log residuals and residuals against fitted values, as two
-# panels of one plot.
+# The normal QQ plot of the fit's residuals (see ?plot.wisp_residuals for it
+# and for the other residual figures). The quantile residuals are drawn with
+# the fit's rng_seed, so that the figure is the same every time.
 residual_plot <- function(fit, species, contexts) {
-  d <- fit$count.data.summed
-  keep <- observed_rows(fit) & d$species %in% species & d$context %in% contexts &
-    !is.na(d$count.log)
-  d <- d[keep, , drop = FALSE]
-  panels <- c("histogram of log residuals", "log residuals vs fitted log(rate + 1)")
-  residual <- d$count.log - d$pred.log
-  rows <- ifelse(d$ran == "none", "population", "random level")
-  hist <- data.frame(panel = factor(panels[1], levels = panels), residual = residual)
-  scatter <- data.frame(panel = factor(panels[2], levels = panels), fitted = d$pred.log,
-                        residual = residual, rows = rows, stringsAsFactors = FALSE)
-  zero <- data.frame(panel = factor(panels[2], levels = panels), y = 0)
-  ggplot2::ggplot() + wisp_theme(fit) +
-    ggplot2::geom_histogram(data = hist, ggplot2::aes(x = .data$residual), bins = 30,
-                            fill = "grey60", colour = "white") +
-    ggplot2::geom_point(data = scatter,
-                        ggplot2::aes(x = .data$fitted, y = .data$residual, colour = .data$rows),
-                        alpha = 0.4, size = 1) +
-    ggplot2::geom_hline(data = zero, ggplot2::aes(yintercept = .data$y), colour = "grey30") +
-    ggplot2::facet_wrap(ggplot2::vars(.data$panel), scales = "free") +
-    ggplot2::labs(x = NULL, y = NULL, colour = "rows", title = "Residuals",
-                  subtitle = "observed - fitted, on the log(count + 1) scale")
+  plot(wisp_residuals(fit, species = species, contexts = contexts,
+                      seed = residual_plot_seed(fit)), "qq") +
+    # The text sizes of plot.settings, as in the other figures.
+    ggplot2::theme(
+      plot.title = ggplot2::element_text(size = plot_setting(fit, "title_size", 20) * 0.7),
+      axis.title = ggplot2::element_text(size = plot_setting(fit, "axis_size", 12)),
+      legend.text = ggplot2::element_text(size = plot_setting(fit, "legend_size", 10))
+    )
+}
+
+residual_plot_seed <- function(fit) {
+  seed <- fit$settings$rng_seed
+  if (is.numeric(seed) && length(seed) == 1L && is.finite(seed)) seed else 42L
 }
 
 #' Plot a wisp bootstrap

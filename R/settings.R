@@ -24,7 +24,7 @@ wisp_default_model_settings <- function() {
     max_bin = 0, LRO_method = core$LRO_method,
     likelihood = core$likelihood, exposure = core$exposure,
     slope_prior_sd = core$slope_prior_sd, step_prior_sd = core$step_prior_sd,
-    effect_prior_sd = core$effect_prior_sd, random_sd = NA
+    effect_prior_sd = core$effect_prior_sd, random_sd = NA, dispersion = NA
   )
 }
 
@@ -154,15 +154,24 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
     }
     settings$random_sd <- rep_len(as.double(sd), 3L)
   }
+  dispersion <- settings$dispersion
+  if (!(length(dispersion) == 1L && is.na(dispersion))) {
+    if (!is.numeric(dispersion) || length(dispersion) != 1L || !is.finite(dispersion) ||
+        dispersion < 0 || dispersion > 990) {
+      fail("dispersion must be NA (estimate the dispersions) or one number from 0 (Poisson) ",
+           "to 990, not ", describe_value(dispersion), ".")
+    }
+    settings$dispersion <- as.double(dispersion)
+  }
   if (likelihood == "original" && structure == "likelihood") {
     fail("structure = \"likelihood\" applies to likelihood = \"nb\" only; the original ",
          "likelihood detects change points (structure = \"lro\").")
   }
   if (likelihood == "original") {
-    changed <- c("exposure", priors, "random_sd")[c(
+    changed <- c("exposure", priors, "random_sd", "dispersion")[c(
       exposure != "auto",
       vapply(priors, function(name) !same_value(settings[[name]], defaults[[name]]), TRUE),
-      !(length(sd) == 1L && is.na(sd)))]
+      !(length(sd) == 1L && is.na(sd)), !(length(dispersion) == 1L && is.na(dispersion)))]
     if (length(changed)) {
       fail(paste(changed, collapse = ", "), " apply to likelihood = \"nb\" only.")
     }

@@ -23,7 +23,7 @@
 #'   a cell with no token at all is missing (no row), so unmeasured bins
 #'   create no transition. The rate is `exp(Psi) - 1`, kept smoothly above
 #'   0. Dispersions (per context and gene) are estimated by maximum
-#'   likelihood. Each animal's curves are warped by three random effects
+#'   likelihood, or fixed with `model.settings$dispersion` (0: Poisson). Each animal's curves are warped by three random effects
 #'   (point, rate, slope) drawn from normal distributions whose standard
 #'   deviations (per gene) are estimated by a REML-type Laplace criterion;
 #'   a single animal, or a gene without transitions for point and slope, has
@@ -198,12 +198,18 @@
 #'   standard deviation of the prior on the treatment effects (unconstrained
 #'   scale), 0 for none;
 #'   `random_sd` (NA) the random effects' standard deviations (point, rate,
-#'   slope; one number for all) to fix instead of estimating them (the last
-#'   five under `"nb"` only);
+#'   slope; one number for all) to fix instead of estimating them;
+#'   `dispersion` (NA) the dispersion per cell to fix for every gene and
+#'   context instead of estimating it: 0 fits Poisson counts (held at
+#'   1e-8, where the negative binomial equals the Poisson to about 1e-8
+#'   relative; reported as such), e.g. to check with
+#'   [wisp_residuals()] whether the counts are overdispersed (the last six
+#'   under `"nb"` only);
 #'   `rise_threshold_factor` (0.8) the rise, as a fraction of the step
 #'   between block rates, that a transition must reach within its run of
 #'   bins; it sets the starting slopes (a larger factor, longer runs,
-#'   gentler slopes); `rng_seed` (42) seed of the starting warping factors;
+#'   gentler slopes); `rng_seed` (42) seed of the starting warping factors and of the
+#'   quantile residuals that `plot(fit, type = "residuals")` draws;
 #'   `warp_precision` (1e-7); `round_none` (TRUE) round the extrapolated
 #'   population counts; `max_bin` (0) number of bins (0: the largest bin;
 #'   at most 100,000); `trtKO` ("none") under `"nb"`, the effects to hold

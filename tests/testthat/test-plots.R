@@ -159,23 +159,24 @@ test_that("the effect plot marks significance per treatment effect", {
   expect_identical(layer_geoms(p), c("GeomVline", "GeomPoint"))
 })
 
-test_that("the residual plot shows log residuals: histogram and against fitted", {
+test_that("the residual plot is the normal QQ plot of wisp_residuals(), with axis titles", {
+  # More in test-diagnostics.R.
   for (fit in list(plots_fit(), plots_fit_original())) {
     label <- fit_label(fit)
     p <- plot(fit, type = "residuals")
     expect_builds(p)
-    expect_identical(layer_geoms(p), c("GeomBar", "GeomPoint", "GeomHline"))
-    d <- fit$count.data.summed
-    observed <- !is.na(d$count.log)
-    expect_equal(p$layers[[1]]$data$residual, d$count.log[observed] - d$pred.log[observed],
-                 label = label)
-    scatter <- p$layers[[2]]$data
-    expect_equal(scatter$fitted, d$pred.log[observed], label = label)
-    expect_equal(scatter$residual, residuals(fit, "log")[observed], label = label)
-    expect_s3_class(p$facet, "FacetWrap")
+    expect_identical(layer_geoms(p), c("GeomRibbon", "GeomAbline", "GeomPoint"))
+    expect_true(nzchar(p$labels$x) && nzchar(p$labels$y), label = label)
+    # Drawn with the fit's rng_seed: the same figure every time.
+    expect_identical(plot(fit, type = "residuals")$data, p$data)
+    r <- wisp_residuals(fit, seed = fit$settings$rng_seed)$residuals
+    gene1 <- p$data[grepl("^gene1", p$data$gene), ]
+    expected <- sort(r$residual[r$gene == "gene1"])
+    if (label == "original") expected <- expected / stats::sd(expected)
+    expect_equal(gene1$sample, expected, label = label)
 
     p <- plot(fit, type = "residuals", species = "gene1")
-    expect_identical(nrow(p$layers[[2]]$data), sum(observed & d$species == "gene1"))
+    expect_identical(nrow(p$data), sum(r$gene == "gene1"))
   }
 })
 

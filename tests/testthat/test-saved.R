@@ -87,7 +87,7 @@ test_that("a new fit keeps one plan, versioned, that round-trips through saveRDS
     expect_identical(rawToChar(fit$plan[1:8]), "WISPSAVE")
     resample <- if (label == "nb") "parametric" else "cells"
     info <- wispack:::plan_info_rust(fit$plan, resample)
-    expect_identical(info$format, 2L, label = label)
+    expect_identical(info$format, 1L, label = label)
     expect_identical(info$likelihood, label)
     path <- tempfile(fileext = ".rds")
     saveRDS(fit, path)

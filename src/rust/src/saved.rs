@@ -19,9 +19,13 @@
 //!
 //! - format 0: wispack 0.1.0 before saved fits were versioned kept raw
 //!   bincode of its in-memory plan, without a frame; [`legacy`] reads it.
-//! - format 1: the wire structures of this module ([`PlanV1`], [`ModelV1`]).
-//! - format 2 ([`FORMAT`]): a plan is [`PlanV2`], format 1's plan followed
-//!   by the effects a reduced count model holds at 0; models are unchanged.
+//! - format 1: the wire structures of this module. Still written for every
+//!   plan that format 2 does not need.
+//! - format 2 ([`FORMAT`]): a plan is format 1's followed by [`PlanExtrasV2`]
+//!   (a count fit's fixed dispersion, the effects a reduced count model
+//!   holds at 0). Written only for plans that have one of them,
+//!   so that a wispack reading format 1 only refuses exactly the fits it
+//!   would misread; models are written as in format 1.
 //!
 //! The wire structures store what a model is made of (labels, factors,
 //! degrees, the row of every token, its count, the settings), never what is
@@ -51,6 +55,8 @@ use serde::{Deserialize, Serialize};
 const MAGIC: &[u8] = b"WISPSAVE";
 /// The format this version writes (and the newest it reads).
 pub(crate) const FORMAT: u32 = 2;
+/// The format of plans without what format 2 adds, and of models.
+const FORMAT_1: u32 = 1;
 /// The version of wispack recorded as the writer.
 const WRITER: &str = env!("CARGO_PKG_VERSION");
 /// Longest payload accepted (a damaged length field can claim anything).
@@ -85,33 +91,26 @@ impl Saved {
 
 /// The saved state of a fit's plan.
 pub(crate) fn encode_plan(plan: &Plan) -> Result<Vec<u8>> {
-    let (wire, held_effects) = match plan {
-        Plan::WarpedSigmoid(plan) => (
-            PlanV1::WarpedSigmoid(WarpedSigmoidPlanV1::from_plan(plan)),
-            Vec::new(),
-        ),
-        Plan::Count(plan) => (
-            PlanV1::Count(Box::new(count_wire::CountPlanV1::from_plan(plan))),
-            plan.model.held_effects().to_vec(),
-        ),
+    let wire = match plan {
+        Plan::WarpedSigmoid(plan) => PlanV1::WarpedSigmoid(WarpedSigmoidPlanV1::from_plan(plan)),
+        Plan::Count(plan) => PlanV1::Count(Box::new(count_wire::CountPlanV1::from_plan(plan))),
     };
-    envelope(
-        Kind::Plan,
-        &PlanV2 {
-            plan: wire,
-            held_effects,
-        },
-    )
+    let extras = PlanExtrasV2::of(plan);
+    if extras == PlanExtrasV2::default() {
+        envelope(FORMAT_1, Kind::Plan, &wire)
+    } else {
+        envelope(FORMAT, Kind::Plan, &(wire, extras))
+    }
 }
 
 /// The saved state of a model.
 pub(crate) fn encode_model(model: &Model) -> Result<Vec<u8>> {
-    envelope(Kind::Model, &ModelV1::from_model(model))
+    envelope(FORMAT_1, Kind::Model, &ModelV1::from_model(model))
 }
 
-fn envelope<T: Serialize>(kind: Kind, body: &T) -> Result<Vec<u8>> {
+fn envelope<T: Serialize>(format: u32, kind: Kind, body: &T) -> Result<Vec<u8>> {
     let mut payload = Vec::new();
-    payload.extend_from_slice(&FORMAT.to_le_bytes());
+    payload.extend_from_slice(&format.to_le_bytes());
     payload.push(kind as u8);
     payload.push(WRITER.len() as u8);
     payload.extend_from_slice(WRITER.as_bytes());
@@ -178,13 +177,14 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Saved> {
     }
     let body = &payload[header.length..];
     match header.kind {
-        k if k == Kind::Plan as u8 && header.format == 1 => {
-            let wire: PlanV1 = decode_exact(body, "the saved plan").map_err(Error::corrupt)?;
-            wire.into_plan().map(Saved::Plan)
-        }
         k if k == Kind::Plan as u8 => {
-            let wire: PlanV2 = decode_exact(body, "the saved plan").map_err(Error::corrupt)?;
-            wire.into_plan().map(Saved::Plan)
+            let (wire, extras): (PlanV1, PlanExtrasV2) = if header.format == FORMAT_1 {
+                let wire = decode_exact(body, "the saved plan").map_err(Error::corrupt)?;
+                (wire, PlanExtrasV2::default())
+            } else {
+                decode_exact(body, "the saved plan").map_err(Error::corrupt)?
+            };
+            extras.apply(wire.into_plan()?).map(Saved::Plan)
         }
         k if k == Kind::Model as u8 => {
             let wire: ModelV1 = decode_exact(body, "the saved model").map_err(Error::corrupt)?;
@@ -248,6 +248,55 @@ pub(crate) fn reseal(bytes: &[u8]) -> Result<Vec<u8>> {
 enum PlanV1 {
     WarpedSigmoid(WarpedSigmoidPlanV1),
     Count(Box<count_wire::CountPlanV1>),
+}
+
+/// What format 2 adds to a plan.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct PlanExtrasV2 {
+    /// A count fit's fixed dispersion (`None`: estimated, or not a count fit).
+    fixed_dispersion: Option<f64>,
+    /// The treatments (columns of W) whose effects a reduced count model
+    /// holds at 0 (empty for a full model and the original likelihood).
+    held_effects: Vec<usize>,
+}
+
+impl PlanExtrasV2 {
+    fn of(plan: &Plan) -> Self {
+        match plan {
+            Plan::Count(plan) => PlanExtrasV2 {
+                fixed_dispersion: plan.settings.fixed_dispersion,
+                held_effects: plan.model.held_effects().to_vec(),
+            },
+            Plan::WarpedSigmoid(_) => PlanExtrasV2::default(),
+        }
+    }
+
+    fn apply(self, mut plan: Plan) -> Result<Plan> {
+        let damaged = |e: String| Error::corrupt(format!("the saved state is damaged: {e}"));
+        match &mut plan {
+            Plan::Count(count) => {
+                count.settings.fixed_dispersion = self.fixed_dispersion;
+                count.settings.validate().map_err(damaged)?;
+                if !self.held_effects.is_empty() {
+                    count.model = count
+                        .model
+                        .clone()
+                        .with_held_effects(self.held_effects)
+                        .map_err(damaged)?;
+                }
+            }
+            Plan::WarpedSigmoid(_)
+                if self.fixed_dispersion.is_some() || !self.held_effects.is_empty() =>
+            {
+                return Err(Error::corrupt(
+                    "the saved state is damaged: a fixed dispersion or held effects in a plan \
+                     of the original likelihood",
+                ));
+            }
+            Plan::WarpedSigmoid(_) => {}
+        }
+        Ok(plan)
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -426,41 +475,6 @@ impl WarpedSigmoidPlanV1 {
                 memory: fit.memory,
             },
             rise_threshold_factor: plan.settings.start.rise_threshold_factor,
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Format 2
-
-/// A plan of format 2: format 1's, and the treatments (columns of W) whose
-/// effects a reduced count model holds at 0 (empty for a full model and
-/// for the original likelihood).
-#[derive(Serialize, Deserialize)]
-struct PlanV2 {
-    plan: PlanV1,
-    held_effects: Vec<usize>,
-}
-
-impl PlanV2 {
-    fn into_plan(self) -> Result<Plan> {
-        let plan = self.plan.into_plan()?;
-        if self.held_effects.is_empty() {
-            return Ok(plan);
-        }
-        let invalid =
-            |reason: String| Error::corrupt(format!("the saved plan is invalid: {reason}"));
-        match plan {
-            Plan::Count(mut plan) => {
-                plan.model = plan
-                    .model
-                    .with_held_effects(self.held_effects)
-                    .map_err(invalid)?;
-                Ok(Plan::Count(plan))
-            }
-            Plan::WarpedSigmoid(_) => Err(invalid(
-                "a plan of the original likelihood holds no effects at 0".into(),
-            )),
         }
     }
 }

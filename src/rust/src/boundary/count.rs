@@ -99,6 +99,16 @@ fn fit_settings(settings: &List) -> RResult<CountFitSettings> {
         slope_prior_sd: number(settings, "slope_prior_sd")?,
         step_prior_sd: number(settings, "step_prior_sd")?,
         effect_prior_sd: number(settings, "effect_prior_sd")?,
+        fixed_dispersion: match numbers(settings, "fixed_dispersion")?.as_slice() {
+            [] => None,
+            [phi] => Some(*phi),
+            more => {
+                return Err(Error::input(format!(
+                    "fixed_dispersion needs 1 value, not {}",
+                    more.len()
+                )))
+            }
+        },
         ..CountFitSettings::default()
     };
     fit.validate().map_err(Error::input)?;
@@ -160,7 +170,7 @@ pub(super) fn grid_columns(points: &[GridPoint], observations: usize) -> List {
 /// `window`, `cutoff`, `method`,
 /// `buffer_factor`, `rise_threshold_factor`, `slope_prior_sd`, `step_prior_sd`,
 /// `effect_prior_sd`, `fixed_sd`
-/// (NULL or point, rate, slope), `workers`. `progress(stage, done, total)`
+/// (NULL or point, rate, slope), `fixed_dispersion` (NULL or φ, 0: Poisson), `workers`. `progress(stage, done, total)`
 /// (an R function, or NULL) is told, through a [`Relay`], the number of
 /// curves of the structure selection (stage "structure"), of distinct
 /// structures of the grid search (stage "grid") and of species (stage
@@ -918,7 +928,7 @@ fn count_objective_rust(plan: Raw, species: i32, x: Nullable<Vec<f64>>) -> RResu
         .get(s)
         .ok_or_else(|| Error::input(format!("there is no species {s}")))?;
     let problem = SpeciesProblem::new(&plan.model, s, fit.sigma.map(|v| v > 0.0))
-        .with_priors(plan.settings.priors());
+        .with_settings(&plan.settings);
     let layout = &problem.layout;
     let mut state = fit.state.clone();
     let x = match x {

@@ -78,8 +78,13 @@ fn species_covariance(
 ) -> Result<Option<SpeciesCovariance>, String> {
     let s = fit.species;
     let free = fit.sigma.map(|v| v > 0.0);
-    let problem = SpeciesProblem::new(model, s, free).with_priors(settings.priors());
-    let informed = data_informed(&SpeciesProblem::new(model, s, free), &fit.state, fit.sigma);
+    let problem = SpeciesProblem::new(model, s, free).with_settings(settings);
+    let informed = data_informed(
+        &SpeciesProblem::new(model, s, free)
+            .without_dispersion(settings.fixed_dispersion.is_some()),
+        &fit.state,
+        fit.sigma,
+    );
     let species_layout = &problem.layout;
     let n = species_layout.len;
     let mut gradient = vec![0.0; n];

@@ -72,9 +72,20 @@ pub(crate) struct CountFitSettings {
     /// SD of the prior on the treatment effects of the curves' unknowns
     /// (0: none); see [`SpeciesProblem::with_priors`].
     pub effect_prior_sd: f64,
+    /// A fixed dispersion φ per cell instead of estimates (0: Poisson, held
+    /// at the lower bound of ln φ, where the negative binomial is Poisson
+    /// to about 1e-8 relative). Saved plans keep it in format 2's extras
+    /// (`saved.rs`).
+    pub fixed_dispersion: Option<f64>,
 }
 
 impl CountFitSettings {
+    /// ln φ of a fixed dispersion (0 is held at the lower bound).
+    pub(crate) fn fixed_log_dispersion(&self) -> Option<f64> {
+        self.fixed_dispersion
+            .map(|phi| phi.ln().max(LOG_DISPERSION_BOUNDS.0))
+    }
+
     pub(crate) fn priors(&self) -> Priors {
         Priors {
             slope_sd: self.slope_prior_sd,
@@ -119,6 +130,14 @@ impl CountFitSettings {
                 self.slope_prior_sd
             ));
         }
+        if let Some(phi) = self.fixed_dispersion {
+            let upper = LOG_DISPERSION_BOUNDS.1.exp();
+            if !(phi.is_finite() && (0.0..=upper).contains(&phi)) {
+                return Err(format!(
+                    "a fixed dispersion must be between 0 and {upper:.0}, got {phi}"
+                ));
+            }
+        }
         for (name, sd) in [
             ("step", self.step_prior_sd),
             ("effect", self.effect_prior_sd),
@@ -144,6 +163,7 @@ impl Default for CountFitSettings {
             slope_prior_sd: SLOPE_PRIOR_SD,
             step_prior_sd: STEP_PRIOR_SD,
             effect_prior_sd: EFFECT_PRIOR_SD,
+            fixed_dispersion: None,
         }
     }
 }
@@ -420,7 +440,7 @@ fn warm_up(
     let free_warps = free_warps_of(sigma);
     let mut evaluations = 0;
     let mut run = |problem: SpeciesProblem, state: &mut SpeciesState, sigma: Sigma| {
-        let problem = problem.with_priors(settings.priors());
+        let problem = problem.with_settings(settings);
         if problem.layout.len == 0 {
             return;
         }
@@ -480,13 +500,16 @@ pub(crate) fn fit_species(
         sigma[super::curve::U_SLOPE] = 0.0;
     }
     let problem_for = |sigma: Sigma| {
-        SpeciesProblem::new(model, species, free_warps_of(sigma)).with_priors(settings.priors())
+        SpeciesProblem::new(model, species, free_warps_of(sigma)).with_settings(settings)
     };
     let mut problem = problem_for(sigma);
     let mut state = match start {
         Some((state, _)) => state.clone(),
         None => starting_state_with(&problem, detected, settings.rise_threshold_factor)?,
     };
+    if let Some(rho) = settings.fixed_log_dispersion() {
+        state.rho.fill(rho);
+    }
     for u in &mut state.u {
         for w in 0..3 {
             if sigma[w] == 0.0 {
@@ -573,8 +596,19 @@ pub(crate) fn fit_species(
     };
     let bounds = bounds_for(&problem);
     let log_sigma: f64 = sigma.iter().filter(|&&s| s > 0.0).map(|s| s.ln()).sum();
-    let data_only = SpeciesProblem::new(model, species, free_warps_of(sigma));
-    let curvature = final_curvature(&problem, &data_only, &state, sigma);
+    let data_only = SpeciesProblem::new(model, species, free_warps_of(sigma))
+        .without_dispersion(settings.fixed_dispersion.is_some());
+    let mut curvature = final_curvature(&problem, &data_only, &state, sigma);
+    if settings.fixed_dispersion.is_some() {
+        // A fixed dispersion is reported wherever its context has a curve.
+        let layout = &problem.layout;
+        curvature.rho_informed = (0..layout.contexts)
+            .map(|c| {
+                (0..layout.treatments)
+                    .any(|t| layout.curve_offsets[c * layout.treatments + t].is_some())
+            })
+            .collect();
+    }
     let negative_log_likelihood = outcome.value - problem.prior_penalty(&state)
         + problem.layout.animals as f64 * log_sigma
         + 0.5 * curvature.random_effect_log_det;
@@ -779,6 +813,64 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_dispersion_fixed_at_its_estimate_gives_the_same_fit_and_zero_is_held_at_the_bound() {
+        let spec = Simulation {
+            bins: 30,
+            animals: 4,
+            cells_per_key: 5,
+            ..Simulation::default()
+        };
+        let (model, _) = simulate(&spec, 8);
+        let free = fit_species(&model, 0, None, None, &CountFitSettings::default()).unwrap();
+        assert!(free.converged, "{free:?}");
+        // At the maximum over φ, holding φ there changes nothing else.
+        let phi = free.state.rho[0].exp();
+        let settings = CountFitSettings {
+            fixed_dispersion: Some(phi),
+            ..CountFitSettings::default()
+        };
+        let held = fit_species(&model, 0, None, None, &settings).unwrap();
+        assert!(held.converged, "{held:?}");
+        assert!((held.state.rho[0] - free.state.rho[0]).abs() < 1e-12);
+        assert!(held.rho_informed[0]);
+        for (a, b) in held
+            .state
+            .theta
+            .iter()
+            .flatten()
+            .zip(free.state.theta.iter().flatten())
+        {
+            assert!((a - b).abs() < 1e-3, "{a} vs {b}");
+        }
+        // (The variances, and so the marginal likelihood, move a little: with
+        // φ free their Laplace-EM updates see its uncertainty too.)
+        assert!(
+            (held.negative_log_likelihood - free.negative_log_likelihood).abs() < 0.05,
+            "{} vs {}",
+            held.negative_log_likelihood,
+            free.negative_log_likelihood
+        );
+        // Poisson: held at the lower bound, and a worse fit to NB counts.
+        let poisson = CountFitSettings {
+            fixed_dispersion: Some(0.0),
+            ..CountFitSettings::default()
+        };
+        let fit = fit_species(&model, 0, None, None, &poisson).unwrap();
+        assert!(fit.state.rho.iter().all(|&r| r == LOG_DISPERSION_BOUNDS.0));
+        assert_eq!(
+            fit.on_bound, 0,
+            "a held dispersion is not an estimate on a bound"
+        );
+        assert!(fit.negative_log_likelihood > free.negative_log_likelihood);
+        assert!(CountFitSettings {
+            fixed_dispersion: Some(-1.0),
+            ..CountFitSettings::default()
+        }
+        .validate()
+        .is_err());
     }
 
     #[test]

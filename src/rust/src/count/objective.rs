@@ -185,6 +185,21 @@ impl SpeciesLayout {
         layout.with_context_blocks()
     }
 
+    /// The layout with the dispersions held at the state's values: the
+    /// random effects' indices move down over the removed ρ.
+    fn without_dispersion(mut self) -> Self {
+        let removed = self.rho_index.iter().flatten().count();
+        self.rho_index.iter_mut().for_each(|index| *index = None);
+        for indices in &mut self.u_index {
+            for index in indices.iter_mut().flatten() {
+                *index -= removed;
+            }
+        }
+        self.border -= removed;
+        self.len -= removed;
+        self
+    }
+
     pub fn border_start(&self) -> usize {
         self.len - self.border
     }
@@ -429,6 +444,22 @@ impl<'m> SpeciesProblem<'m> {
             }
         }
         problem
+    }
+
+    /// With `fixed`, the dispersions are held at the state's values
+    /// instead of estimated.
+    pub fn without_dispersion(mut self, fixed: bool) -> Self {
+        if fixed {
+            self.layout = self.layout.without_dispersion();
+        }
+        self
+    }
+
+    /// The problem as a fit with `settings` solves it: their priors, and
+    /// the dispersions held when they are fixed.
+    pub fn with_settings(self, settings: &super::fit::CountFitSettings) -> Self {
+        self.with_priors(settings.priors())
+            .without_dispersion(settings.fixed_dispersion.is_some())
     }
 
     /// Adds the curves' weak priors (model vignette §11.3).

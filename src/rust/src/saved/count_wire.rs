@@ -203,6 +203,8 @@ impl CountPlanV1 {
             slope_prior_sd: s.slope_prior_sd,
             step_prior_sd: s.step_prior_sd,
             effect_prior_sd: s.effect_prior_sd,
+            // Format 2's extras carry it (see `PlanExtrasV2`).
+            fixed_dispersion: None,
         };
         settings.validate().map_err(invalid)?;
         if self.estimate.len() != shape.species {

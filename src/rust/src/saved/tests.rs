@@ -273,3 +273,103 @@ fn damaged_plans_of_wispack_0_1_0_are_errors_or_valid_plans() {
         "{refused} refused, {valid} valid"
     );
 }
+
+/// A small count plan, fitted with a fixed dispersion when one is given.
+fn count_plan(fixed_dispersion: Option<f64>) -> Plan {
+    use crate::count::fit::CountFitSettings;
+    use crate::count::pipeline::{fit_all, CountPlan};
+    use crate::count::tests_support::{simulate, Simulation};
+    let (model, _) = simulate(&Simulation::default(), 8);
+    let detected = crate::count::start::detect_structure(
+        &model,
+        &crate::structure::DetectionSettings::default(),
+    )
+    .unwrap();
+    let model = model.with_structure(detected.structure.clone()).unwrap();
+    let settings = CountFitSettings {
+        fixed_dispersion,
+        ..CountFitSettings::default()
+    };
+    let estimate = fit_all(&model, Some(&detected), None, &settings).unwrap();
+    Plan::Count(CountPlan {
+        model,
+        detected,
+        settings,
+        estimate,
+    })
+}
+
+#[test]
+fn a_count_plan_with_a_fixed_dispersion_is_format_2_and_keeps_it() {
+    let header = crate::codec::frame_header_bytes(MAGIC);
+    let format = |bytes: &[u8]| u32::from_le_bytes(bytes[header..header + 4].try_into().unwrap());
+    // Without one: format 1, as before.
+    let free = encode_plan(&count_plan(None)).unwrap();
+    assert_eq!(format(&free), 1);
+    let plan = count_plan(Some(0.0));
+    let bytes = encode_plan(&plan).unwrap();
+    assert_eq!(format(&bytes), 2);
+    assert_eq!(format_of(&bytes), 2);
+    let again = decode_plan(&bytes).unwrap();
+    let (Plan::Count(a), Plan::Count(b)) = (&plan, &again) else {
+        unreachable!("count plans")
+    };
+    assert_eq!(b.settings, a.settings);
+    assert_eq!(b.settings.fixed_dispersion, Some(0.0));
+    // Its replicates keep the dispersion held, bit for bit after the trip.
+    let x = plan.run_replicate(Resampling::Parametric, 3, 1).unwrap();
+    let y = again.run_replicate(Resampling::Parametric, 3, 1).unwrap();
+    assert_eq!(x.parameters, y.parameters);
+    // Format 2's extras are checked: a negative dispersion is damage.
+    let mut damaged = bytes.clone();
+    let end = damaged.len();
+    // The extras end the payload: Some (1), the f64 of the dispersion, then
+    // the held effects (none: a length of 0, one byte).
+    assert_eq!(damaged[end - 1], 0);
+    damaged[end - 9..end - 1].copy_from_slice(&(-1.0f64).to_le_bytes());
+    let error = decode(&reseal(&damaged).unwrap()).err().unwrap();
+    assert_eq!(error.kind, ErrorKind::Corrupt, "{}", error.message);
+    assert!(
+        error.message.contains("fixed dispersion"),
+        "{}",
+        error.message
+    );
+    // Format-1 bytes of a count plan read as before (no fixed dispersion).
+    assert!(matches!(
+        decode_plan(&free).unwrap(),
+        Plan::Count(p) if p.settings.fixed_dispersion.is_none()
+    ));
+}
+
+#[test]
+fn a_reduced_count_plan_is_format_2_and_keeps_its_held_effects() {
+    let header = crate::codec::frame_header_bytes(MAGIC);
+    let format = |bytes: &[u8]| u32::from_le_bytes(bytes[header..header + 4].try_into().unwrap());
+    let Plan::Count(mut plan) = count_plan(None) else {
+        unreachable!("a count plan")
+    };
+    plan.model = plan.model.clone().with_held_effects(vec![1]).unwrap();
+    let plan = Plan::Count(plan);
+    let bytes = encode_plan(&plan).unwrap();
+    assert_eq!(format(&bytes), 2);
+    let again = decode_plan(&bytes).unwrap();
+    let Plan::Count(decoded) = &again else {
+        unreachable!("a count plan")
+    };
+    assert_eq!(decoded.model.held_effects(), &[1]);
+    let x = plan.run_replicate(Resampling::Parametric, 3, 1).unwrap();
+    let y = again.run_replicate(Resampling::Parametric, 3, 1).unwrap();
+    assert_eq!(x.parameters, y.parameters);
+    // A held effect that the design does not have is damage.
+    let mut damaged = bytes.clone();
+    let end = damaged.len();
+    assert_eq!(&damaged[end - 2..], &[1, 1]);
+    damaged[end - 1] = 9;
+    let error = decode(&reseal(&damaged).unwrap()).err().unwrap();
+    assert_eq!(error.kind, ErrorKind::Corrupt, "{}", error.message);
+    assert!(
+        error.message.contains("cannot be held"),
+        "{}",
+        error.message
+    );
+}
