@@ -234,22 +234,22 @@ wisp_plot_settings <- function(settings = list(), call = sys.call(-1), what = "p
   for (name in intersect(names(settings), c("log.scale", "CI_style", "print.plots"))) {
     check_flag(settings[[name]], label(name), call = call)
   }
-  bounds <- settings$dim.bounds
+  bounds <- settings[["dim.bounds"]]
   if (length(bounds) && (!is.numeric(bounds) || anyNA(bounds) || !all(is.finite(bounds)))) {
     fail("dim.bounds", " must be numbers (bins; named to label them), not ",
          describe_value(bounds), ".")
   }
-  limits <- settings$y.lim
+  limits <- settings[["y.lim"]]
   if (length(limits) && (!is.numeric(limits) || length(limits) != 2L || anyNA(limits) ||
                          !all(is.finite(limits)) || limits[1] >= limits[2])) {
     fail("y.lim", " must be two numbers, low < high, not ", describe_value(limits), ".")
   }
-  split <- settings$splitting_factor
+  split <- settings[["splitting_factor"]] # not $: it would match splitting_factor_colors
   if (length(split) && (!is.character(split) || length(split) != 1L || is.na(split))) {
     fail("splitting_factor", " must be the name of one fixed effect, not ",
          describe_value(split), ".")
   }
-  hues <- settings$splitting_factor_colors
+  hues <- settings[["splitting_factor_colors"]]
   if ("splitting_factor_colors" %in% names(settings) &&
       (!is.numeric(hues) || !length(hues) || anyNA(hues) || any(hues < 0 | hues > 360))) {
     fail("splitting_factor_colors", " must be HCL hues, numbers between 0 and 360, not ",
