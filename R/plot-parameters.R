@@ -450,3 +450,43 @@ block_mean_counts <- function(fit, values, opts) {
   if (isTRUE(opts$log.scale)) means$y <- log1p(means$y)
   means
 }
+
+# Distributions of the effects and warps: histograms, pooled over genes,
+# blocks and treatments (effects) or genes and animals (warps), of the
+# bootstrap replicates when the fit has them, else of the estimates.
+distribution_plot <- function(fit, species, contexts, opts) {
+  p <- fit$parameters
+  keep <- p$role %in% c("beta", "warp") & p$species %in% species &
+    (is.na(p$context) | p$context %in% contexts)
+  p <- p[keep, , drop = FALSE]
+  has_replicates <- inherits(fit$bootstrap, "wisp_bootstrap")
+  values <- if (has_replicates) {
+    replicate_values(fit, p$name, n = .Machine$integer.max)
+  } else {
+    data.frame(parameter = p$name, value = unname(fit$fitted.parameters[p$name]),
+               stringsAsFactors = FALSE)
+  }
+  at <- match(values$parameter, p$name)
+  values$kind <- factor(ifelse(p$role[at] == "beta", "treatment effects", "random effects (warps)"),
+                        levels = c("treatment effects", "random effects (warps)"))
+  names <- c(Rt = "block rate", tslope = "transition slope", tpoint = "transition point",
+             point = "warp of points", rate = "warp of rates", slope = "warp of slopes")
+  values$component <- factor(names[p$component[at]], levels = unname(names))
+  values <- values[is.finite(values$value), , drop = FALSE]
+  ggplot2::ggplot(values, ggplot2::aes(x = .data$value, fill = .data$kind)) +
+    wisp_theme(fit, opts) +
+    ggplot2::geom_histogram(ggplot2::aes(y = ggplot2::after_stat(ndensity)),
+                            bins = if (has_replicates) 75 else 30, colour = NA) +
+    ggplot2::geom_vline(xintercept = 0, colour = "grey40", linewidth = 0.3) +
+    ggplot2::scale_fill_manual(values = unname(okabe_ito[c(1, 2)]), name = NULL, drop = FALSE) +
+    ggplot2::facet_wrap(ggplot2::vars(.data$component), scales = "free", nrow = 2, drop = TRUE) +
+    ggplot2::labs(
+      x = "value", y = "density (peak = 1)",
+      title = "Distributions of effects and warps",
+      subtitle = plot_subtitle(
+        if (has_replicates) sprintf("bootstrap replicates of every effect and warp, pooled (%s)",
+                                    "genes, blocks, treatments and animals")
+        else "estimates of every effect and warp, pooled; bootstrap the fit for their replicates",
+        "rates on the log(1 + rate) scale, points in bins")
+    )
+}

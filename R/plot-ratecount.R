@@ -113,7 +113,7 @@ ratecount_plot <- function(fit, pages, contexts, opts) {
         if (opts$samples && has_population_level && nrow(animals)) "dashed: animals' curves",
         if (opts$counts %in% c("animals", "both")) "points: animals' counts",
         if (opts$counts %in% c("mean", "both")) "squares: mean count",
-        if (has_band) paste0(if (isTRUE(opts$CI_style)) "band" else "dashed bounds",
+        if (has_band) paste0(if (isTRUE(opts$CI_style)) "band" else "dot-dashed bounds",
                              ": 95 % bootstrap interval"),
         if (has_cp) "dotted: change points",
         page_note(pages)

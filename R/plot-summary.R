@@ -5,7 +5,8 @@
 #' The figures the original package drew after a fit, as a named list of
 #' ggplot objects: `ratecount` (one element per page of genes, named
 #' `ratecount`, `ratecount.2`, ...), `timeseries` (when the fit has a time
-#' series), `effects` (when it has treatment effects), `parameters.baseline`,
+#' series), `effects` and `distributions` (when it has treatment effects),
+#' `parameters.baseline`,
 #' `parameters.<treatment>` for each non-reference treatment,
 #' `parameters.random` (when it has random effects) and `residuals`.
 #' `wisp(..., plot.settings = list(print.plots = TRUE))` prints them; by
@@ -46,6 +47,7 @@ wisp_plots <- function(fit, ...) {
   }
   if (length(fit$treatment$names) > 1) {
     plots$effects <- do.call(draw, c(list("effects"), take(shared)))
+    plots$distributions <- do.call(draw, c(list("distributions"), take(shared)))
   }
   groups <- c("baseline", fit$treatment$names[-1],
               if (any(fit$parameters$role == "warp")) "random")

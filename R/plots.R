@@ -6,7 +6,8 @@
 # R/plot-summary.R, and the shared pieces (theme, colours, options, pages)
 # here.
 
-utils::globalVariables(".data")
+# ndensity: a computed variable of geom_histogram(), in after_stat().
+utils::globalVariables(c(".data", "ndensity"))
 
 #' Plot a wisp fit
 #'
@@ -41,6 +42,11 @@ utils::globalVariables(".data")
 #'   panels per gene and one row per component, coloured by treatment and
 #'   marked `*`, `**` or `***` (adjusted p-value below alpha, alpha / 5,
 #'   alpha / 50), filled when significant.
+#' * `"distributions"`: histograms of the treatment effects (block rate,
+#'   transition slope and point) and of the random effects (point, rate and
+#'   slope warps), each pooled over genes, blocks, treatments and animals:
+#'   of the bootstrap replicates when the fit has them, else of the
+#'   estimates.
 #' * `"decomposition"`: one gene in one context, layer by layer: the
 #'   observed counts of the animals, their mean per bin (what the
 #'   population curve is fitted to; the count likelihood has no
@@ -60,7 +66,7 @@ utils::globalVariables(".data")
 #'
 #' @param x A `"wisp"` object from [wisp()].
 #' @param type The figure: `"ratecount"`, `"timeseries"`, `"parameters"`,
-#'   `"effects"`, `"decomposition"` or `"residuals"`.
+#'   `"effects"`, `"distributions"`, `"decomposition"` or `"residuals"`.
 #' @param species,contexts Genes and contexts to show (default: all; for
 #'   `"decomposition"` the first of each).
 #' @param log.scale Draw rates on the log(rate + 1) scale.
@@ -79,7 +85,7 @@ utils::globalVariables(".data")
 #'   decomposition plots (data outside are kept, as with
 #'   [ggplot2::coord_cartesian()]).
 #' @param CI_style `TRUE`: intervals of curves as shaded bands; `FALSE`:
-#'   as dashed lines at their bounds.
+#'   as dot-dashed lines at their bounds.
 #' @param splitting_factor A fixed effect whose levels set the hue of the
 #'   treatments' colours (the other factors set their lightness), and the
 #'   lines of the time-series plot.
@@ -120,7 +126,7 @@ utils::globalVariables(".data")
 #' plot(fit, type = "decomposition", species = "gene2")
 #' plot(fit, type = "residuals")
 plot.wisp <- function(x, type = c("ratecount", "timeseries", "parameters", "effects",
-                                  "decomposition", "residuals"),
+                                  "distributions", "decomposition", "residuals"),
                       species = NULL, contexts = NULL, log.scale = NULL, counts = TRUE,
                       samples = TRUE, ci = TRUE, change.points = TRUE, animals = NULL,
                       dim.bounds = NULL, y.lim = NULL, CI_style = NULL,
@@ -167,13 +173,14 @@ plot.wisp <- function(x, type = c("ratecount", "timeseries", "parameters", "effe
       pages <- plot_pages(species, per.page %||% max(1L, 6L %/% length(contexts)), page, call)
       effect_plot(x, pages, contexts, opts)
     },
+    distributions = distribution_plot(x, species, contexts, opts),
     decomposition = decomposition_plot(x, species, contexts, opts, call),
     residuals = residual_plot(x, species, contexts)
   )
 }
 
-plot_types <- c("ratecount", "timeseries", "parameters", "effects", "decomposition",
-                "residuals")
+plot_types <- c("ratecount", "timeseries", "parameters", "effects", "distributions",
+                "decomposition", "residuals")
 
 `%||%` <- function(a, b) if (is.null(a)) b else a
 
@@ -382,7 +389,7 @@ dim_bound_layers <- function(opts) {
   layers
 }
 
-# Intervals of a curve as a band (CI_style = TRUE) or as dashed lines at
+# Intervals of a curve as a band (CI_style = TRUE) or as dot-dashed lines at
 # its bounds.
 interval_layers <- function(data, opts, group = "treatment") {
   if (isTRUE(opts$CI_style)) {
@@ -400,7 +407,7 @@ interval_layers <- function(data, opts, group = "treatment") {
   list(ggplot2::geom_line(
     data = bounds,
     ggplot2::aes(x = .data$bin, y = .data$y, colour = .data$treatment, group = .data$line),
-    linetype = "dashed", linewidth = 0.35, inherit.aes = FALSE
+    linetype = "dotdash", linewidth = 0.4, inherit.aes = FALSE
   ))
 }
 

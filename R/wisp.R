@@ -126,7 +126,7 @@
 #'     the hue of the treatments' colours, the other factors their lightness;
 #'     in the time-series plot, the factor whose levels colour the lines.}
 #'   \item{\code{CI_style}}{(`TRUE`) intervals of curves as shaded bands;
-#'     `FALSE`: as dashed lines at their bounds.}
+#'     `FALSE`: as dot-dashed lines at their bounds.}
 #'   \item{\code{splitting_factor_colors}}{(`c(120, 240)`) HCL hues, one
 #'     per level of the splitting factor (recycled).}
 #'   \item{\code{label_size}}{(3) size of text labels (boundary labels,

@@ -35,6 +35,10 @@ test_that("the effect plot looks as before", {
   vdiffr::expect_doppelganger("effects", plot(plots_fit_time(), type = "effects"))
 })
 
+test_that("the distribution plot looks as before", {
+  vdiffr::expect_doppelganger("distributions", plot(plots_booted(), type = "distributions"))
+})
+
 test_that("the decomposition looks as before", {
   vdiffr::expect_doppelganger("decomposition", plot(plots_fit(), type = "decomposition",
                                                     species = "gene2"))

@@ -258,6 +258,26 @@ test_that("the time-series plot draws each block's rate per treatment against ti
                class = "wisp_input_error", regexp = "splitting factor")
 })
 
+test_that("the distribution plot pools the effects and warps by component", {
+  fit <- plots_fit()
+  p <- plot(fit, type = "distributions")
+  expect_builds(p)
+  expect_identical(layer_geoms(p), c("GeomBar", "GeomVline"))
+  # Without a bootstrap: one value per effect and warp, the estimates.
+  keep <- fit$parameters$role %in% c("beta", "warp")
+  expect_identical(sort(p$data$value), sort(unname(fit$fitted.parameters[keep])))
+  rate_effects <- fit$parameters$role == "beta" & fit$parameters$component == "Rt"
+  expect_equal(sort(p$data$value[p$data$component == "block rate"]),
+               sort(unname(fit$fitted.parameters[rate_effects])))
+  # With one: every used replicate of every effect and warp.
+  booted <- plots_booted()
+  p <- plot(booted, type = "distributions")
+  expect_builds(p)
+  boot <- booted$bootstrap
+  used <- sum(boot$diagnostics$ok & boot$diagnostics$converged)
+  expect_identical(nrow(p$data), used * sum(booted$parameters$role %in% c("beta", "warp")))
+})
+
 test_that("the decomposition draws one gene layer by layer", {
   fit <- plots_fit()
   p <- plot(fit, type = "decomposition", species = "gene2")
@@ -423,7 +443,7 @@ test_that("CI_style = FALSE draws the band's bounds as dashed lines", {
   lines <- plot(with_plot_settings(fit, CI_style = FALSE))
   expect_false("GeomRibbon" %in% layer_geoms(lines))
   bounds <- lines$layers[[1]]$data
-  expect_identical(lines$layers[[1]]$aes_params$linetype, "dashed")
+  expect_identical(lines$layers[[1]]$aes_params$linetype, "dotdash")
   population <- band$layers[[1]]$data
   expect_equal(sort(bounds$y), sort(c(population$y.low, population$y.high)))
 })
@@ -523,7 +543,8 @@ test_that("wisp_plots() returns the standard set by name", {
   fit <- plots_fit_time()
   plots <- wisp_plots(fit)
   treatments <- fit$treatment$names[-1]
-  expect_identical(names(plots), c("ratecount", "timeseries", "effects", "parameters.baseline",
+  expect_identical(names(plots), c("ratecount", "timeseries", "effects", "distributions",
+                                   "parameters.baseline",
                                    paste0("parameters.", treatments), "parameters.random",
                                    "residuals"))
   for (name in names(plots)) expect_builds(plots[[name]])
