@@ -70,9 +70,11 @@ interval_note <- function(fit) {
 effect_plot <- function(fit, pages, contexts, opts) {
   table <- parameter_rows(fit, pages$species, contexts, function(p) p$role == "beta")
   multi <- length(contexts) > 1
-  table$panel <- factor(panel_labels(table$species, table$context, multi),
+  # Narrow columns: the context under the gene.
+  table$panel <- factor(panel_labels(table$species, table$context, multi, sep = "\n"),
                         levels = unique(panel_labels(rep(pages$species, each = length(contexts)),
-                                                     rep(contexts, length(pages$species)), multi)))
+                                                     rep(contexts, length(pages$species)), multi,
+                                                     sep = "\n")))
   treatments <- setdiff(fit$treatment$names, fit$treatment$names[1])
   labels <- stats::setNames(effect_labels(fit, treatments), treatments)
   table$treatment <- factor(table$treatment, levels = treatments)

@@ -280,8 +280,8 @@ plot_subtitle <- function(...) {
 
 # The panel label of a gene in a context: the gene, and the context when
 # the figure shows more than one.
-panel_labels <- function(species, context, multi_context) {
-  if (multi_context) paste(species, context, sep = " \u00b7 ") else as.character(species)
+panel_labels <- function(species, context, multi_context, sep = " \u00b7 ") {
+  if (multi_context) paste(species, context, sep = sep) else as.character(species)
 }
 
 wisp_theme <- function(fit, opts = NULL, legend = "bottom") {
