@@ -224,7 +224,6 @@ plot_setting <- function(fit, name, default) {
 plot_options <- function(fit, given, call = sys.call(-1)) {
   given <- Filter(Negate(is.null), given)
   if (length(given)) {
-    names(given) <- names(given)
     validated <- wisp_plot_settings(given, call = call, what = "argument")
     given <- validated[names(given)]
   }
