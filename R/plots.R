@@ -52,8 +52,9 @@ utils::globalVariables(c(".data", "ndensity"))
 #'   population curve is fitted to; the count likelihood has no
 #'   extrapolated rows), each animal's fitted curve, the population curve
 #'   with its band, and all of them together.
-#' * `"residuals"`: diagnostics of the residuals (see the residuals
-#'   documentation).
+#' * `"residuals"`: diagnostics of the log residuals (observed minus fitted,
+#'   on the log(count + 1) scale): their histogram, and residuals against
+#'   the fitted values.
 #'
 #' Intervals in `"parameters"`, `"effects"` and `"timeseries"` are those of
 #' `fit$stats` (see [summary.wisp()]): Wald intervals, or bootstrap
