@@ -119,13 +119,14 @@ utils::globalVariables(c(".data", "ndensity"))
 #' @examples
 #' counts <- wisp_simulate(n.genes = 2, n.bins = 40)
 #' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
-#' plot(fit)
-#' plot(fit, species = "gene1", log.scale = TRUE,
-#'      dim.bounds = c(L2 = 10, L4 = 22, L5 = 31))
+#' plot(fit, dim.bounds = c(L2 = 10, L4 = 22, L5 = 31))
 #' plot(fit, type = "effects")
+#' \donttest{
+#' plot(fit, species = "gene1", log.scale = TRUE, splitting_factor = "hemisphere")
 #' plot(fit, type = "parameters")
 #' plot(fit, type = "decomposition", species = "gene2")
 #' plot(fit, type = "residuals")
+#' }
 plot.wisp <- function(x, type = c("ratecount", "timeseries", "parameters", "effects",
                                   "distributions", "decomposition", "residuals"),
                       species = NULL, contexts = NULL, log.scale = NULL, counts = TRUE,
