@@ -34,11 +34,11 @@ wisp_default_mcmc_settings <- function() {
 }
 
 wisp_default_plot_settings <- function() {
-  list(print.plots = FALSE, dim.bounds = c(), log.scale = FALSE, splitting_factor = c(),
-       CI_style = TRUE, splitting_factor_colors = c(120, 240), label_size = 5.5,
+  list(print.plots = interactive(), dim.bounds = c(), log.scale = FALSE, splitting_factor = c(),
+       CI_style = TRUE, splitting_factor_colors = c(120, 240), label_size = 3,
        title_size = 20, axis_size = 12, legend_size = 10, count_size = 1.5,
        count_jitter = 0.5, count.alpha.ran = 0.25, count.alpha.none = 0.25,
-       pred.alpha.ran = 0.9, pred.alpha.none = 1.0)
+       pred.alpha.ran = 0.9, pred.alpha.none = 1.0, y.lim = c())
 }
 
 # Whether a setting has its default value (1L and 1 are the same).
@@ -226,43 +226,60 @@ wisp_mcmc_settings <- function(settings = list(), call = sys.call(-1)) {
 }
 
 #' Validated plot settings with defaults filled in
+#'
+#' Also validates the arguments of plot.wisp() that override them
+#' (`what = "argument"`: messages name the argument, not the setting).
 #' @keywords internal
 #' @noRd
-wisp_plot_settings <- function(settings = list(), call = sys.call(-1)) {
+wisp_plot_settings <- function(settings = list(), call = sys.call(-1), what = "plot.settings") {
   defaults <- wisp_default_plot_settings()
   check_settings_names(settings, defaults, "plot.settings", call)
-  # The original's names that these plots do not use yet: accepted, for
-  # calls written for the original, with a warning when set to anything but
-  # their default, so that no setting is ignored without a word.
-  unused <- setdiff(names(defaults), c(names(plot_setting_ranges), "log.scale"))
-  for (name in intersect(names(settings), unused)) {
-    if (!same_value(settings[[name]], defaults[[name]])) {
-      warning("plot.settings$", name, " has no effect yet in this wispack and is ignored",
-              if (name == "print.plots") " (wisp() prints no plots: call plot(fit))",
-              ". The plots use ",
-              paste(c("log.scale", names(plot_setting_ranges)), collapse = ", "), ".",
-              call. = FALSE)
-      settings[[name]] <- defaults[[name]]
-    }
-  }
+  label <- function(name) if (what == "argument") paste0("`", name, "`") else
+    paste0("plot.settings$", name)
+  fail <- function(name, ...) stop_input(label(name), ..., call = call)
   for (name in intersect(names(settings), names(plot_setting_ranges))) {
     range <- plot_setting_ranges[[name]]
     value <- settings[[name]]
     if (!is.numeric(value) || length(value) != 1L || is.na(value) || value < range[1] ||
         value > range[2]) {
-      stop_input("plot.settings$", name, " must be one number between ", range[1], " and ",
-                 range[2], ", not ", describe_value(value), ".", call = call)
+      fail(name, " must be one number between ", range[1], " and ", range[2], ", not ",
+           describe_value(value), ".")
     }
   }
-  if ("log.scale" %in% names(settings)) {
-    check_flag(settings$log.scale, "plot.settings$log.scale", call = call)
+  for (name in intersect(names(settings), c("log.scale", "CI_style", "print.plots"))) {
+    check_flag(settings[[name]], label(name), call = call)
   }
-  utils::modifyList(defaults, settings)
+  bounds <- settings[["dim.bounds"]]
+  if (length(bounds) && (!is.numeric(bounds) || anyNA(bounds) || !all(is.finite(bounds)))) {
+    fail("dim.bounds", " must be numbers (bins; named to label them), not ",
+         describe_value(bounds), ".")
+  }
+  limits <- settings[["y.lim"]]
+  if (length(limits) && (!is.numeric(limits) || length(limits) != 2L || anyNA(limits) ||
+                         !all(is.finite(limits)) || limits[1] >= limits[2])) {
+    fail("y.lim", " must be two numbers, low < high, not ", describe_value(limits), ".")
+  }
+  split <- settings[["splitting_factor"]] # not $: it would match splitting_factor_colors
+  if (length(split) && (!is.character(split) || length(split) != 1L || is.na(split))) {
+    fail("splitting_factor", " must be the name of one fixed effect, not ",
+         describe_value(split), ".")
+  }
+  hues <- settings[["splitting_factor_colors"]]
+  if ("splitting_factor_colors" %in% names(settings) &&
+      (!is.numeric(hues) || !length(hues) || anyNA(hues) || any(hues < 0 | hues > 360))) {
+    fail("splitting_factor_colors", " must be HCL hues, numbers between 0 and 360, not ",
+         describe_value(hues), ".")
+  }
+  # An empty value (c(), NULL) keeps its place in the list.
+  result <- defaults
+  for (name in names(settings)) result[name] <- list(settings[[name]])
+  result
 }
 
-# The numeric plot settings the plots use, with their valid ranges.
+# The numeric plot settings with their valid ranges.
 plot_setting_ranges <- list(
   title_size = c(1, 100), axis_size = c(1, 100), legend_size = c(1, 100),
-  count_size = c(0, 20), count_jitter = c(0, 10), count.alpha.ran = c(0, 1),
-  pred.alpha.ran = c(0, 1), pred.alpha.none = c(0, 1)
+  label_size = c(0.5, 30), count_size = c(0, 20), count_jitter = c(0, 10),
+  count.alpha.ran = c(0, 1), count.alpha.none = c(0, 1), pred.alpha.ran = c(0, 1),
+  pred.alpha.none = c(0, 1)
 )

@@ -109,10 +109,28 @@
 #'   defaults only (MCMC is not offered): asking for MCMC steps, or any other
 #'   value of an MCMC setting, is an error that points to the bootstrap.
 #' @param plot.settings Named list of settings of the figures of
-#'   [plot.wisp()], kept in the fit (defaults in parentheses). These are used:
+#'   [plot.wisp()], kept in the fit (defaults in parentheses). Each can also
+#'   be given to `plot()` as an argument of the same name, which wins over
+#'   the fit's value.
 #'   \describe{
-#'   \item{\code{log.scale}}{(`FALSE`) the default of `plot(fit, log.scale
-#'     =)`: draw the rate-count plot on the log(count + 1) scale.}
+#'   \item{\code{print.plots}}{(`interactive()`) wisp() prints the standard
+#'     figures of [wisp_plots()] at the end of the fit; scripts and tests
+#'     print nothing unless asked.}
+#'   \item{\code{dim.bounds}}{(empty) positions (bins) of layer or region
+#'     boundaries, drawn as dashed vertical lines in the rate-count and
+#'     decomposition plots and labelled with their names, e.g.
+#'     `c(L2 = 10, L4 = 22)`.}
+#'   \item{\code{log.scale}}{(`FALSE`) draw rates on the log(rate + 1)
+#'     scale (rate-count, decomposition and time-series plots).}
+#'   \item{\code{splitting_factor}}{(empty) a fixed effect whose levels set
+#'     the hue of the treatments' colours, the other factors their lightness;
+#'     in the time-series plot, the factor whose levels colour the lines.}
+#'   \item{\code{CI_style}}{(`TRUE`) intervals of curves as shaded bands;
+#'     `FALSE`: as dot-dashed lines at their bounds.}
+#'   \item{\code{splitting_factor_colors}}{(`c(120, 240)`) HCL hues, one
+#'     per level of the splitting factor (recycled).}
+#'   \item{\code{label_size}}{(3) size of text labels (boundary labels,
+#'     significance stars) in ggplot2's text size units (mm).}
 #'   \item{\code{title_size}}{(20) size of the title of every figure; the
 #'     title is drawn at 0.7 times this size, in points.}
 #'   \item{\code{axis_size}}{(12) size of the axis titles of every figure,
@@ -120,34 +138,20 @@
 #'   \item{\code{legend_size}}{(10) size of the legend text of every figure,
 #'     in points.}
 #'   \item{\code{count_size}}{(1.5) size of the points of the observed counts
-#'     in the rate-count plot.}
+#'     in the rate-count and decomposition plots.}
 #'   \item{\code{count_jitter}}{(0.5) how far, in bins, the points of the
-#'     observed counts are jittered sideways in the rate-count plot.}
+#'     observed counts are jittered sideways.}
 #'   \item{\code{count.alpha.ran}}{(0.25) opacity of the points of the
-#'     observed counts in the rate-count plot.}
+#'     animals' observed counts.}
+#'   \item{\code{count.alpha.none}}{(0.25) opacity of the points of the
+#'     mean observed count per treatment and bin (`plot(fit, counts =
+#'     "mean")` and the decomposition plot), the population's counts.}
 #'   \item{\code{pred.alpha.ran}}{(0.9) opacity of the dashed curves of the
-#'     random levels (animals) in the rate-count plot.}
-#'   \item{\code{pred.alpha.none}}{(1) opacity of the solid population curves
-#'     in the rate-count plot.}
-#'   }
-#'   These names of the original have no effect yet; they are accepted, so
-#'   that calls written for the original keep working, and any value but
-#'   their default draws a warning that it is ignored:
-#'   \describe{
-#'   \item{\code{print.plots}}{(`FALSE`) wisp() draws no plots: call
-#'     `plot(fit)`.}
-#'   \item{\code{dim.bounds}}{(empty) not used: the rate-count plot spans the
-#'     bins of the data.}
-#'   \item{\code{splitting_factor}}{(empty) not used: curves are coloured by
-#'     treatment.}
-#'   \item{\code{CI_style}}{(`TRUE`) not used: bootstrap bands are drawn as
-#'     shaded ribbons (`plot(fit, ci = FALSE)` leaves them out).}
-#'   \item{\code{splitting_factor_colors}}{(`c(120, 240)`) not used: the
-#'     colours are ggplot2's defaults (add a scale with `+` to change them).}
-#'   \item{\code{label_size}}{(5.5) not used: the figures have no text labels
-#'     of that kind.}
-#'   \item{\code{count.alpha.none}}{(0.25) not used: the population curves
-#'     have no count points.}
+#'     random levels (animals).}
+#'   \item{\code{pred.alpha.none}}{(1) opacity of the solid population
+#'     curves.}
+#'   \item{\code{y.lim}}{(empty) two numbers, the limits of the y axis of
+#'     the rate-count and decomposition plots.}
 #'   }
 #' @param ran.seed Seed of the bootstrap (`NULL`: drawn from R's random
 #'   number generator). R's own random stream is not changed.
@@ -355,6 +359,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   } else if (!fit_only) {
     result <- wisp_statistics(result, method = "wald")
   }
+  print_wisp_plots(result)
   result
 }
 

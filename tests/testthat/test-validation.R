@@ -155,29 +155,37 @@ test_that("asking for MCMC points to the bootstrap", {
   expect_silent(wispack:::wisp_mcmc_settings(list()))
 })
 
-test_that("plot settings that have no effect yet are not ignored without a word", {
+test_that("plot settings are validated by name, type and range", {
   plot_settings <- wispack:::wisp_plot_settings
-  expect_warning(plot_settings(list(print.plots = TRUE)), regexp = "plot\\(fit\\)")
-  expect_warning(ignored <- plot_settings(list(CI_style = FALSE)), regexp = "no effect yet")
-  expect_identical(ignored$CI_style, wispack:::wisp_default_plot_settings()$CI_style)
-  for (name in c("dim.bounds", "splitting_factor", "splitting_factor_colors", "label_size",
-                 "count.alpha.none")) {
-    value <- if (name == "splitting_factor") "genotype" else
-      if (name == "dim.bounds") c(10, 20) else if (name == "splitting_factor_colors")
-        c(1L, 2L) else 0.123
-    expect_warning(plot_settings(stats::setNames(list(value), name)), regexp = name)
-  }
-  # wisp() fits with them, and warns.
-  expect_warning(fit <- wisp(small_counts(), plot.settings = list(dim.bounds = c(10, 20)),
-                             fit_only = TRUE, verbose = FALSE), "dim.bounds")
-  expect_s3_class(fit, "wisp")
+  # The original's settings are accepted and kept (each one's effect on the
+  # figures is tested in test-plots.R).
+  expect_silent(settings <- plot_settings(list(print.plots = TRUE, CI_style = FALSE,
+                                               dim.bounds = c(L4 = 10, L5 = 20),
+                                               splitting_factor = "genotype",
+                                               splitting_factor_colors = c(120L, 240L),
+                                               label_size = 4, count.alpha.none = 0.5)))
+  expect_identical(settings$dim.bounds, c(L4 = 10, L5 = 20))
+  expect_identical(settings$splitting_factor, "genotype")
+  expect_true("dim.bounds" %in% names(plot_settings(list())))
+  expect_silent(fit <- wisp(small_counts(), plot.settings = list(dim.bounds = c(10, 20)),
+                            fit_only = TRUE, verbose = FALSE))
+  expect_identical(fit$plot.settings$dim.bounds, c(10, 20))
   expect_error(plot_settings(list(title_size = "big")), class = "wisp_input_error",
                regexp = "title_size")
   expect_error(plot_settings(list(count.alpha.ran = 2)), class = "wisp_input_error",
                regexp = "count.alpha.ran")
-  # the original's defaults are still accepted, and the used settings applied
-  expect_silent(plot_settings(list(print.plots = FALSE, CI_style = TRUE,
-                                   splitting_factor_colors = c(120L, 240L))))
+  expect_error(plot_settings(list(count.alpha.none = -1)), class = "wisp_input_error",
+               regexp = "count.alpha.none")
+  expect_error(plot_settings(list(dim.bounds = c("L4"))), class = "wisp_input_error",
+               regexp = "plot.settings\\$dim.bounds")
+  expect_error(plot_settings(list(y.lim = c(3, 1))), class = "wisp_input_error", regexp = "y.lim")
+  expect_error(plot_settings(list(splitting_factor = c("a", "b"))), class = "wisp_input_error",
+               regexp = "splitting_factor")
+  expect_error(plot_settings(list(splitting_factor_colors = 400)), class = "wisp_input_error",
+               regexp = "hues")
+  expect_error(plot_settings(list(CI_style = NA)), class = "wisp_input_error", regexp = "CI_style")
+  expect_error(plot_settings(list(print.plots = "yes")), class = "wisp_input_error",
+               regexp = "print.plots")
   expect_identical(plot_settings(list(title_size = 14))$title_size, 14)
   mcmc <- wispack:::wisp_mcmc_settings
   expect_error(mcmc(list(MCMC.step.size = 0.1)), class = "wisp_input_error", regexp = "bootstrap")

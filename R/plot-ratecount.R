@@ -1,0 +1,189 @@
+# The rate-count plot and the decomposition of one gene into its layers.
+
+# The rows of fit$count.data.summed that a rate-count figure draws, with
+# y values on the figure's scale: `y.count` (observed count per unit of
+# exposure) and `y.pred` (fitted rate; per unit of exposure too), and the
+# band `y.low`, `y.high` of the population rows when the fit has one.
+ratecount_rows <- function(fit, species, contexts, opts) {
+  d <- fit$count.data.summed
+  # Only animals under the treatments they were observed in (the original's
+  # summed table has every animal x treatment combination).
+  d <- d[observed_rows(fit) & d$species %in% species & d$context %in% contexts, , drop = FALSE]
+  d$treatment <- factor(d$treatment, levels = fit$treatment$names)
+  d$species <- factor(d$species, levels = species)
+  d$context <- factor(d$context, levels = contexts)
+  d$panel <- factor(panel_labels(d$species, d$context, length(contexts) > 1),
+                    levels = unique(panel_labels(rep(species, each = length(contexts)),
+                                                 rep(contexts, length(species)),
+                                                 length(contexts) > 1)))
+  # Counts and the curves of random levels are per cell key (exposure x
+  # rate under the count likelihood); the population curve is a rate per
+  # unit of exposure. Draw all of them per unit of exposure, as the log
+  # scale (log(1 + count / exposure), psi) does.
+  exposure <- if (is.null(d$exposure)) 1 else ifelse(is.na(d$exposure), 1, d$exposure)
+  log.scale <- isTRUE(opts$log.scale)
+  d$y.count <- if (log.scale) d$count.log else d$count / exposure
+  d$y.pred <- if (log.scale) d$pred.log else d$pred / exposure
+  if (!is.null(d$pred.low) && !is.null(d$pred.high)) {
+    rate <- curve_rate(fit)
+    d$y.low <- if (log.scale) d$pred.low else rate(d$pred.low)
+    d$y.high <- if (log.scale) d$pred.high else rate(d$pred.high)
+  }
+  # With a single random level there is no "none" row: that level is the
+  # population.
+  d$population <- if (any(d$ran == "none")) d$ran == "none" else rep(TRUE, nrow(d))
+  d$animal <- d$ran != "none"
+  d
+}
+
+# The mean observed count (per unit of exposure, on the figure's scale) of
+# the animals per treatment and bin: what the population curve is fitted to.
+mean_counts <- function(animals) {
+  observed <- animals[!is.na(animals$y.count), , drop = FALSE]
+  if (!nrow(observed)) return(observed[0, c("panel", "treatment", "bin", "y.count")])
+  means <- stats::aggregate(observed["y.count"],
+                            by = observed[c("panel", "treatment", "bin")], FUN = mean)
+  means[order(means$panel, means$treatment, means$bin), , drop = FALSE]
+}
+
+# The rate-count plot: one panel per (gene, context), on one page of genes.
+ratecount_plot <- function(fit, pages, contexts, opts) {
+  d <- ratecount_rows(fit, pages$species, contexts, opts)
+  pop <- d[d$population, , drop = FALSE]
+  animals <- d[d$animal & d$ran %in% opts$animals, , drop = FALSE]
+  has_population_level <- any(d$ran == "none")
+
+  p <- ggplot2::ggplot(pop, ggplot2::aes(x = .data$bin)) + wisp_theme(fit, opts) +
+    treatment_scale(fit, opts)
+  has_band <- opts$ci && !is.null(pop$y.low)
+  if (has_band) p <- p + interval_layers(pop, opts)
+  if (opts$counts %in% c("animals", "both")) {
+    observed <- animals[!is.na(animals$y.count), , drop = FALSE]
+    p <- p + ggplot2::geom_point(
+      data = observed, ggplot2::aes(y = .data$y.count, colour = .data$treatment),
+      alpha = opts$count.alpha.ran, size = opts$count_size,
+      position = ggplot2::position_jitter(width = opts$count_jitter, height = 0, seed = 1L)
+    )
+  }
+  if (opts$counts %in% c("mean", "both")) {
+    p <- p + ggplot2::geom_point(
+      data = mean_counts(animals), ggplot2::aes(y = .data$y.count, colour = .data$treatment),
+      alpha = opts$count.alpha.none, size = opts$count_size, shape = 15
+    )
+  }
+  if (opts$samples && has_population_level && nrow(animals)) {
+    curves <- animals
+    curves$curve <- paste(curves$ran, curves$treatment, sep = " / ")
+    p <- p + ggplot2::geom_line(
+      data = curves,
+      ggplot2::aes(y = .data$y.pred, colour = .data$treatment, group = .data$curve),
+      linetype = "dashed", linewidth = 0.35, alpha = opts$pred.alpha.ran
+    )
+  }
+  p <- p + ggplot2::geom_line(
+    data = pop, ggplot2::aes(y = .data$y.pred, colour = .data$treatment, group = .data$treatment),
+    linewidth = 0.9, alpha = opts$pred.alpha.none
+  )
+  has_cp <- FALSE
+  cp <- fit$change.points
+  if (opts$change.points && !is.null(cp) && nrow(cp)) {
+    cp <- cp[cp$species %in% pages$species & cp$context %in% contexts, , drop = FALSE]
+    if (nrow(cp)) {
+      has_cp <- TRUE
+      cp$treatment <- factor(cp$treatment, levels = fit$treatment$names)
+      cp$panel <- factor(panel_labels(cp$species, cp$context, length(contexts) > 1),
+                         levels = levels(d$panel))
+      p <- p + ggplot2::geom_vline(
+        data = cp, ggplot2::aes(xintercept = .data$bin, colour = .data$treatment),
+        linetype = "dotted", linewidth = 0.5, show.legend = FALSE
+      )
+    }
+  }
+  p <- p + dim_bound_layers(opts)
+  if (length(opts$y.lim)) p <- p + ggplot2::coord_cartesian(ylim = opts$y.lim)
+  n_panels <- nlevels(d$panel)
+  p + ggplot2::facet_wrap(ggplot2::vars(.data$panel), scales = "free_y",
+                          ncol = min(n_panels, if (n_panels <= 3) n_panels else
+                            if (n_panels == 4) 2 else 3)) +
+    ggplot2::labs(
+      x = "bin", y = if (isTRUE(opts$log.scale)) "log(rate + 1)" else rate_label(fit),
+      colour = "treatment", fill = "treatment", title = "Rates and counts",
+      subtitle = plot_subtitle(
+        "solid: population curve",
+        if (opts$samples && has_population_level && nrow(animals)) "dashed: animals' curves",
+        if (opts$counts %in% c("animals", "both")) "points: animals' counts",
+        if (opts$counts %in% c("mean", "both")) "squares: mean count",
+        if (has_band) paste0(if (isTRUE(opts$CI_style)) "band" else "dot-dashed bounds",
+                             ": 95 % bootstrap interval"),
+        if (has_cp) "dotted: change points",
+        page_note(pages)
+      )
+    ) +
+    ggplot2::guides(colour = ggplot2::guide_legend(override.aes = list(alpha = 1)))
+}
+
+# One gene in one context, layer by layer: what the figure is made of.
+decomposition_plot <- function(fit, species, contexts, opts, call) {
+  gene <- species[1]
+  context <- contexts[1]
+  d <- ratecount_rows(fit, gene, context, opts)
+  pop <- d[d$population, , drop = FALSE]
+  animals <- d[d$animal & d$ran %in% opts$animals, , drop = FALSE]
+  has_population_level <- any(d$ran == "none")
+  panels <- c("observed counts (animals)", "mean observed count", "animals' curves",
+              "population curve", "together")
+  at <- function(data, panel) {
+    data$layer <- factor(rep(panel, nrow(data)), levels = panels)
+    data
+  }
+  observed <- animals[!is.na(animals$y.count), , drop = FALSE]
+  means <- mean_counts(animals)
+  jitter <- ggplot2::position_jitter(width = opts$count_jitter, height = 0, seed = 1L)
+  p <- ggplot2::ggplot(mapping = ggplot2::aes(x = .data$bin)) + wisp_theme(fit, opts) +
+    treatment_scale(fit, opts)
+  if (opts$ci && !is.null(pop$y.low)) {
+    for (panel in panels[4:5]) p <- p + interval_layers(at(pop, panel), opts)
+  }
+  for (panel in panels[c(1, 5)]) {
+    p <- p + ggplot2::geom_point(
+      data = at(observed, panel), ggplot2::aes(y = .data$y.count, colour = .data$treatment),
+      alpha = opts$count.alpha.ran, size = opts$count_size, position = jitter
+    )
+  }
+  p <- p + ggplot2::geom_point(
+    data = at(means, panels[2]), ggplot2::aes(y = .data$y.count, colour = .data$treatment),
+    alpha = max(opts$count.alpha.none, 0.05), size = opts$count_size, shape = 15
+  )
+  if (has_population_level && nrow(animals)) {
+    curves <- animals
+    curves$curve <- paste(curves$ran, curves$treatment, sep = " / ")
+    for (panel in panels[c(3, 5)]) {
+      p <- p + ggplot2::geom_line(
+        data = at(curves, panel),
+        ggplot2::aes(y = .data$y.pred, colour = .data$treatment, group = .data$curve),
+        linetype = "dashed", linewidth = 0.35, alpha = opts$pred.alpha.ran
+      )
+    }
+  }
+  for (panel in panels[4:5]) {
+    p <- p + ggplot2::geom_line(
+      data = at(pop, panel),
+      ggplot2::aes(y = .data$y.pred, colour = .data$treatment, group = .data$treatment),
+      linewidth = 0.9, alpha = opts$pred.alpha.none
+    )
+  }
+  p <- p + dim_bound_layers(opts)
+  if (length(opts$y.lim)) p <- p + ggplot2::coord_cartesian(ylim = opts$y.lim)
+  p + ggplot2::facet_wrap(ggplot2::vars(.data$layer), ncol = 3, drop = FALSE) +
+    ggplot2::labs(
+      x = "bin", y = if (isTRUE(opts$log.scale)) "log(rate + 1)" else rate_label(fit),
+      colour = "treatment", fill = "treatment",
+      title = sprintf("Decomposition of %s%s", gene,
+                      if (length(fit$grouping.variables$context.lvls) > 1)
+                        paste0(" in ", context) else ""),
+      subtitle = plot_subtitle(
+        "the count likelihood fits the animals' counts; the population curve has no rows of its own",
+        "its data are the animals' counts, summarised by their mean per bin")
+    ) +
+    ggplot2::guides(colour = ggplot2::guide_legend(override.aes = list(alpha = 1)))
+}
