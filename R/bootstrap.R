@@ -133,10 +133,16 @@
 #' beyond its replicates (median over the workers that ended) and how long a
 #' replicate takes (mean so far), and gives each new worker
 #' `ceiling(cost / (0.02 * replicate time))` replicates, but never more than
-#' `ceiling(waiting / max.fork)` for the replicates still waiting, so that
-#' every slot keeps busy to the end. With fits of a second from a lean
+#' its share of what remains, `ceiling((waiting + running) / max.fork)`
+#' (`running`: replicates given to live workers and not finished), so that
+#' no slot is left with more than the others. With fits of a second from a lean
 #' session this is one replicate per worker, as with `tasks.per.child = 1`;
-#' short replicates or a session of several GB get more.
+#' short replicates or a session of several GB get more. From a session
+#' resident in 1 GB or more (Linux), where every worker is known to cost tens
+#' of milliseconds or more, the first workers do not run one replicate each
+#' to measure that: they split the replicates evenly between the `max.fork`
+#' slots, as `mclapply(mc.preschedule = TRUE)` does, so there is one worker
+#' per slot unless one fails.
 #' `vignette("fork-per-batch")` shows the figures behind this choice.
 #'
 #' Whatever the grouping, a replicate's estimates are the same

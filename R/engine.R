@@ -19,8 +19,8 @@
 #' @param tasks_per_child Tasks a child runs before it exits (1: a fresh
 #'   process per task), or `NULL` for the engine's automatic choice (as
 #'   [bs_batch()]'s `tasks.per.child = NULL`: enough tasks that a child's
-#'   fixed cost stays under 2 % of their time, at most `ceiling(waiting /
-#'   workers)`).
+#'   fixed cost stays under 2 % of their time, at most a worker's share of
+#'   the tasks that remain).
 #' @param schedule `"rolling"` forks a new child as soon as one exits;
 #'   `"batch"` forks up to `workers` children and waits for all of them
 #'   before the next batch.

@@ -63,41 +63,65 @@ pub(super) struct ChildSizer {
     overheads: Vec<f64>,
     task_seconds: f64,
     tasks_timed: usize,
+    /// The parent is so large that its children are known to be expensive
+    /// before any has ended: see [`LARGE_PARENT_BYTES`].
+    large_parent: bool,
 }
 
+/// Resident size from which the parent counts as large: forking and ending
+/// a child of a 1 GB process costs about 20 ms on a quiet machine (50 ms at
+/// 4 GB, and many times that on a loaded one), more than 2 % of any task
+/// under a second, so under [`TasksPerChild::Auto`] the first children of a
+/// large parent split the tasks evenly between the workers (as
+/// `mclapply(mc.preschedule = TRUE)` does) instead of running one task each
+/// to measure them.
+pub(super) const LARGE_PARENT_BYTES: u64 = 1 << 30;
+
 impl ChildSizer {
+    /// A sizer for a parent of the calling process's resident size.
     pub(super) fn new(rule: TasksPerChild) -> Self {
+        Self::for_parent(rule, procmem::resident_bytes())
+    }
+
+    /// A sizer for a parent of `resident_bytes` (None: unknown, as on
+    /// platforms without `/proc`).
+    pub(super) fn for_parent(rule: TasksPerChild, resident_bytes: Option<u64>) -> Self {
         ChildSizer {
             rule,
             overheads: Vec::new(),
             task_seconds: 0.0,
             tasks_timed: 0,
+            large_parent: resident_bytes.is_some_and(|bytes| bytes >= LARGE_PARENT_BYTES),
         }
     }
 
-    fn task_finished(&mut self, seconds: f64) {
+    pub(super) fn task_finished(&mut self, seconds: f64) {
         if seconds.is_finite() && seconds >= 0.0 {
             self.task_seconds += seconds;
             self.tasks_timed += 1;
         }
     }
 
-    fn child_finished(&mut self, overhead: f64) {
+    pub(super) fn child_finished(&mut self, overhead: f64) {
         if overhead.is_finite() {
             self.overheads.push(overhead.max(0.0));
         }
     }
 
-    /// Tasks for the next child, when `pending` tasks wait and at most
+    /// Tasks for the next child, when `pending` tasks wait, `in_flight`
+    /// were given to live children and not reported yet, and at most
     /// `workers` children run at once.
-    pub(super) fn tasks_for_next(&self, pending: usize, workers: usize) -> usize {
+    pub(super) fn tasks_for_next(&self, pending: usize, in_flight: usize, workers: usize) -> usize {
         match self.rule {
             TasksPerChild::Fixed(n) => n.min(pending),
+            TasksPerChild::Auto if self.large_parent && self.overheads.is_empty() => {
+                auto_tasks(Some(f64::INFINITY), Some(1.0), pending, in_flight, workers)
+            }
             TasksPerChild::Auto => {
                 let overhead = median(&self.overheads);
                 let task =
                     (self.tasks_timed > 0).then(|| self.task_seconds / self.tasks_timed as f64);
-                auto_tasks(overhead, task, pending, workers)
+                auto_tasks(overhead, task, pending, in_flight, workers)
             }
         }
     }
@@ -105,15 +129,21 @@ impl ChildSizer {
 
 /// The automatic number of tasks for a child: enough that `overhead`
 /// seconds per child stay under [`AUTO_OVERHEAD_TARGET`] of the tasks'
-/// time (`task` seconds each), at most `ceil(pending / workers)` so the last
-/// tasks are spread over the workers, and 1 while either figure is unknown.
+/// time (`task` seconds each), and 1 while either figure is unknown. It is
+/// at most the worker's share of what remains, `ceil((pending + in_flight)
+/// / workers)` (and at most `pending`), so that no worker is given more
+/// than the others still have to do.
 pub(super) fn auto_tasks(
     overhead: Option<f64>,
     task: Option<f64>,
     pending: usize,
+    in_flight: usize,
     workers: usize,
 ) -> usize {
-    let share = pending.div_ceil(workers.max(1)).max(1);
+    let share = (pending + in_flight)
+        .div_ceil(workers.max(1))
+        .min(pending)
+        .max(1);
     let (Some(overhead), Some(task)) = (overhead, task) else {
         return 1.min(pending.max(1));
     };
@@ -166,7 +196,8 @@ where
             Schedule::Batch => live.is_empty(),
         };
         while may_start && live.len() < options.workers && !pending.is_empty() {
-            let take = sizer.tasks_for_next(pending.len(), options.workers);
+            let in_flight = live.iter().map(|c| c.unreported.len()).sum();
+            let take = sizer.tasks_for_next(pending.len(), in_flight, options.workers);
             let batch: Vec<usize> = pending.drain(..take).collect();
             match spawn_child(&batch, options, task, &live) {
                 Ok(child) => live.push(child),

@@ -63,12 +63,16 @@ impl std::str::FromStr for Schedule {
 pub(crate) enum TasksPerChild {
     /// Exactly this many (fewer for the last child when tasks run out).
     Fixed(usize),
-    /// Chosen by the parent as the run goes. The first child on each worker runs one task; once a child has ended, the
-    /// parent knows what a child costs beyond its tasks (fork, exit, the
-    /// memory report) and how long a task takes, and gives each new child
-    /// enough tasks that this cost stays under [`AUTO_OVERHEAD_TARGET`] of
-    /// their time, but never more than its share of the tasks still waiting
-    /// (`ceil(pending / workers)`), so that every worker keeps busy to the end.
+    /// Chosen by the parent as the run goes. The first child on each worker
+    /// runs one task (when the parent is resident in 1 GB or more, the
+    /// first children split the tasks evenly between the workers instead,
+    /// as forking such a parent is known to be expensive); once a child has
+    /// ended, the parent knows what a child costs beyond its tasks (fork,
+    /// exit, the memory report) and how long a task takes, and gives each
+    /// new child enough tasks that this cost stays under
+    /// [`AUTO_OVERHEAD_TARGET`] of their time, but never more than its share
+    /// of the tasks that remain (waiting or given to live children), so that
+    /// no worker is left with more than the others.
     Auto,
 }
 

@@ -547,32 +547,102 @@ fn zero_tasks_fork_nothing() {
 fn the_automatic_size_follows_the_hand_calculation() {
     use super::fork::auto_tasks;
     // Nothing measured yet: one task per child.
-    assert_eq!(auto_tasks(None, None, 40, 2), 1);
-    assert_eq!(auto_tasks(Some(0.05), None, 40, 2), 1);
-    assert_eq!(auto_tasks(None, Some(0.5), 40, 2), 1);
+    assert_eq!(auto_tasks(None, None, 40, 0, 2), 1);
+    assert_eq!(auto_tasks(Some(0.05), None, 40, 0, 2), 1);
+    assert_eq!(auto_tasks(None, Some(0.5), 40, 0, 2), 1);
     // 45 ms per child against 0.5 s tasks: 0.045 / (0.02 * 0.5) = 4.5, so 5.
-    assert_eq!(auto_tasks(Some(0.045), Some(0.5), 40, 2), 5);
-    // ... but never more than the share of what waits: ceil(6 / 2) = 3.
-    assert_eq!(auto_tasks(Some(0.045), Some(0.5), 6, 2), 3);
-    assert_eq!(auto_tasks(Some(0.045), Some(0.5), 7, 4), 2);
+    assert_eq!(auto_tasks(Some(0.045), Some(0.5), 40, 0, 2), 5);
+    // ... but never more than the worker's share of what remains:
+    // ceil(6 / 2) = 3, ceil(7 / 4) = 2.
+    assert_eq!(auto_tasks(Some(0.045), Some(0.5), 6, 0, 2), 3);
+    assert_eq!(auto_tasks(Some(0.045), Some(0.5), 7, 0, 4), 2);
     // 3 ms per child against 0.5 s tasks: 0.3, so a fresh child per task.
-    assert_eq!(auto_tasks(Some(0.003), Some(0.5), 40, 2), 1);
+    assert_eq!(auto_tasks(Some(0.003), Some(0.5), 40, 0, 2), 1);
     // Tasks that take no measurable time: the whole share.
-    assert_eq!(auto_tasks(Some(0.003), Some(0.0), 41, 2), 21);
-    assert_eq!(auto_tasks(Some(0.0), Some(0.0), 41, 2), 21);
+    assert_eq!(auto_tasks(Some(0.003), Some(0.0), 41, 0, 2), 21);
+    assert_eq!(auto_tasks(Some(0.0), Some(0.0), 41, 0, 2), 21);
+    // Tasks given to live children count: 19 waiting and 19 in another
+    // child make a share of ceil(38 / 2) = 19; 18 waiting and 20 in flight
+    // a share of 19, but only 18 are there.
+    assert_eq!(auto_tasks(Some(0.003), Some(0.0), 19, 19, 2), 19);
+    assert_eq!(auto_tasks(Some(0.003), Some(0.0), 18, 20, 2), 18);
+    assert_eq!(auto_tasks(Some(0.003), Some(0.0), 30, 10, 2), 20);
     // A last single task.
-    assert_eq!(auto_tasks(Some(0.05), Some(0.001), 1, 8), 1);
+    assert_eq!(auto_tasks(Some(0.05), Some(0.001), 1, 0, 8), 1);
 }
 
 #[test]
 fn the_sizer_honours_a_fixed_number_and_learns_under_auto() {
     use super::fork::ChildSizer;
     let fixed = ChildSizer::new(TasksPerChild::Fixed(3));
-    assert_eq!(fixed.tasks_for_next(10, 2), 3);
-    assert_eq!(fixed.tasks_for_next(2, 2), 2);
-    let auto = ChildSizer::new(TasksPerChild::Auto);
-    assert_eq!(auto.tasks_for_next(10, 2), 1);
+    assert_eq!(fixed.tasks_for_next(10, 0, 2), 3);
+    assert_eq!(fixed.tasks_for_next(2, 5, 2), 2);
+    let mut auto = ChildSizer::new(TasksPerChild::Auto);
+    assert_eq!(auto.tasks_for_next(40, 0, 2), 1);
+    // Children that cost 40, 45 and 90 ms (median 45) beyond tasks of 0.4
+    // and 0.6 s (mean 0.5): 0.045 / (0.02 * 0.5) = 4.5, so 5.
+    auto.task_finished(0.4);
+    auto.task_finished(0.6);
+    auto.child_finished(0.04);
+    auto.child_finished(0.09);
+    auto.child_finished(0.045);
+    assert_eq!(auto.tasks_for_next(40, 0, 2), 5);
+    assert_eq!(auto.tasks_for_next(4, 2, 2), 3);
 }
+
+#[test]
+fn a_large_parent_splits_the_first_children_evenly() {
+    use super::fork::{ChildSizer, LARGE_PARENT_BYTES};
+    let large = ChildSizer::for_parent(TasksPerChild::Auto, Some(LARGE_PARENT_BYTES));
+    assert_eq!(large.tasks_for_next(20, 0, 2), 10);
+    assert_eq!(large.tasks_for_next(10, 10, 2), 10);
+    assert_eq!(large.tasks_for_next(7, 0, 3), 3);
+    let small = ChildSizer::for_parent(TasksPerChild::Auto, Some(LARGE_PARENT_BYTES - 1));
+    assert_eq!(small.tasks_for_next(20, 0, 2), 1);
+    let unknown = ChildSizer::for_parent(TasksPerChild::Auto, None);
+    assert_eq!(unknown.tasks_for_next(20, 0, 2), 1);
+    // An explicit number wins.
+    let fixed = ChildSizer::for_parent(TasksPerChild::Fixed(1), Some(LARGE_PARENT_BYTES));
+    assert_eq!(fixed.tasks_for_next(20, 0, 2), 1);
+}
+
+#[test]
+fn a_parent_holding_a_gigabyte_forks_one_child_per_worker() {
+    if under_valgrind() {
+        return;
+    }
+    let mut ballast = vec![0u8; (LARGE_PARENT_PROBE_MB) << 20];
+    for page in ballast.chunks_mut(4096) {
+        page[0] = 1;
+    }
+    let records = leaves_no_trace(|| {
+        run_tasks(
+            &numbers(20),
+            &auto_options(2, Schedule::Rolling),
+            draws,
+            never,
+            |_| {},
+        )
+        .unwrap()
+    });
+    std::hint::black_box(&ballast);
+    drop(ballast);
+    let groups = tasks_per_pid(&records);
+    assert_eq!(
+        groups.iter().map(|(_, t)| t.len()).collect::<Vec<_>>(),
+        vec![10, 10]
+    );
+    assert_eq!(
+        values(records),
+        numbers(20)
+            .into_iter()
+            .map(|t| draws(TaskContext { task: t }).unwrap())
+            .collect::<Vec<_>>()
+    );
+}
+
+/// MB the large-parent test allocates: a little over 1 GiB.
+const LARGE_PARENT_PROBE_MB: usize = 1040;
 
 #[test]
 fn automatic_grouping_gives_the_results_of_a_fresh_child_per_task() {
@@ -600,7 +670,8 @@ fn automatic_grouping_gives_the_results_of_a_fresh_child_per_task() {
         let groups = tasks_per_pid(&auto);
         // Tasks of microseconds against a fork of a millisecond: grouped,
         // yet spread over both workers and never more than half of them in
-        // one child (the first child per worker runs one task).
+        // one child (the first child per worker runs one task; the next
+        // ones split the rest, 20 and 18 or 19 and 19).
         assert!(
             groups.len() >= 3 && groups.len() < n / 2,
             "{schedule:?}: {} children for {n} tasks",
