@@ -137,6 +137,7 @@ fn bootstrap_fork_rust(
 /// @keywords internal
 /// @noRd
 #[extendr]
+#[allow(clippy::too_many_arguments)]
 fn bootstrap_replicate_rust(
     plan: Raw,
     resample: &str,

@@ -145,7 +145,7 @@ pub(super) fn auto_tasks(
         .min(pending)
         .max(1);
     let (Some(overhead), Some(task)) = (overhead, task) else {
-        return 1.min(pending.max(1));
+        return 1;
     };
     let needed = overhead / (AUTO_OVERHEAD_TARGET * task);
     if !(needed.is_finite() && needed < share as f64) {

@@ -78,6 +78,7 @@ pub(crate) enum TasksPerChild {
 
 /// The share of a child's time that its fixed cost may take under
 /// [`TasksPerChild::Auto`].
+#[cfg_attr(not(unix), allow(dead_code))]
 pub(crate) const AUTO_OVERHEAD_TARGET: f64 = 0.02;
 
 /// When a forked child reads the memory figures that need a walk of its page
