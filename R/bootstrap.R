@@ -151,8 +151,11 @@
 #' fails the replicate it was running only: the replicates it had not
 #' started yet go to a new worker. What changes with several replicates per
 #' worker: `child.memory.limit` bounds the worker, which runs its replicates
-#' one after another (a replicate's memory is freed when it ends), and the
-#' memory columns of `diagnostics` describe the worker (see Value).
+#' one after another (a replicate's memory is freed when it ends), a
+#' replicate that hangs holds back the replicates queued behind it in its
+#' worker until `timeout` kills it (they then go to a new worker; without a
+#' `timeout` they wait, where a fresh worker each would have run them), and
+#' the memory columns of `diagnostics` describe the worker (see Value).
 #' @section Running on a cluster:
 #' With `backend = "future"`, this R session launches the chunks' futures (no
 #' more at once than [future::nbrOfWorkers()]), collects each as it
