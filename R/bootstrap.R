@@ -32,15 +32,17 @@
 #' they are `NaN` in `t`. For most uses the Wald statistics that [wisp()]
 #' reports for the count likelihood need no bootstrap at all. A replicate's
 #' result depends only on `seed`, its number and the scheme, so every
-#' backend, worker count, `tasks.per.child` and schedule gives
-#' bitwise-identical estimates.
+#' backend, worker count, `tasks.per.child` (automatic or not) and schedule
+#' gives bitwise-identical estimates.
 #'
 #' Backends (which exist, and the default, depend on the platform: see
 #' Platforms below):
 #' * `"fork"` (default on Linux and macOS): the package's Rust engine forks
 #'   short-lived worker processes (at most `max.fork` at once), each running
-#'   `tasks.per.child` replicates. Failures (a crash, `timeout`,
-#'   `child.memory.limit`) are recorded per replicate; Ctrl-C stops cleanly.
+#'   a few replicates (`tasks.per.child`; by default as many as keep the cost
+#'   of forking small, see "Replicates per worker" below). Failures (a crash,
+#'   `timeout`, `child.memory.limit`) are recorded per replicate; Ctrl-C
+#'   stops cleanly.
 #' * `"mclapply"`: [parallel::mclapply()] with `mc.preschedule` (Linux and
 #'   macOS).
 #' * `"serial"`: one replicate after another in this R process.
@@ -62,7 +64,10 @@
 #'   `"future"`, or `"serial"` when the future.apply package is not
 #'   installed.
 #' @param tasks.per.child Replicates a forked worker runs before it exits
-#'   (fork backend).
+#'   (fork backend): a whole number, e.g. 1 for a fresh process per
+#'   replicate, or `NULL` (default) to let the engine choose from the
+#'   measured cost of a worker and the replicates' run time (see "Replicates
+#'   per worker" below). A number always wins over the automatic choice.
 #' @param schedule `"rolling"` (a new worker as soon as one exits) or
 #'   `"batch"` (wait for a whole batch of workers) (fork backend).
 #' @param mc.preschedule Passed to [parallel::mclapply()].
@@ -76,6 +81,11 @@
 #'   "memory limit" (fork backend, Linux only).
 #' @param trim.memory Return freed heap memory to the system after each
 #'   replicate (glibc `malloc_trim`), for workers that run several.
+#' @param memory.per.replicate Read `pss_mb` and `private_dirty_mb` after
+#'   every replicate (`TRUE`) instead of once per worker, after its last
+#'   replicate (`FALSE`, default). Reading them makes the kernel walk the
+#'   worker's page tables, which takes about 9 ms in a 1 GB R session and
+#'   34 ms in a 4 GB one, a cost paid per replicate with `TRUE`.
 #' @param checkpoint `NULL`, or the path of a checkpoint file that makes the
 #'   run resumable. Every backend appends each replicate's outcome to it as
 #'   soon as it is known, in a checksummed frame that is flushed to disk
@@ -113,6 +123,39 @@
 #'   plan's own `resources`. With the template wispack ships, each element
 #'   becomes an sbatch option: `list(mem = "2G", time = "01:00:00")`. The
 #'   plan is not changed.
+#' @section Replicates per worker:
+#' A forked worker costs more than its replicates: the fork itself (the
+#' kernel copies the R session's page tables: about 3 ms for a lean session,
+#' 20 ms for 1 GB, 50 ms for 4 GB), its exit, and its memory report. With
+#' `tasks.per.child = NULL` the fork backend keeps that cost under about 2 %
+#' of the replicates' time: the first worker on each of the `max.fork` slots
+#' runs one replicate; from then on, the engine knows what a worker cost
+#' beyond its replicates (median over the workers that ended) and how long a
+#' replicate takes (mean so far), and gives each new worker
+#' `ceiling(cost / (0.02 * replicate time))` replicates, but never more than
+#' its share of what remains, `ceiling((waiting + running) / max.fork)`
+#' (`running`: replicates given to live workers and not finished), so that
+#' no slot is left with more than the others. With fits of a second from a lean
+#' session this is one replicate per worker, as with `tasks.per.child = 1`;
+#' short replicates or a session of several GB get more. From a session
+#' resident in 1 GB or more (Linux), where every worker is known to cost tens
+#' of milliseconds or more, the first workers do not run one replicate each
+#' to measure that: they split the replicates evenly between the `max.fork`
+#' slots, as `mclapply(mc.preschedule = TRUE)` does, so there is one worker
+#' per slot unless one fails.
+#' `vignette("fork-per-batch")` shows the figures behind this choice.
+#'
+#' Whatever the grouping, a replicate's estimates are the same
+#' (they depend on `seed`, its number and the scheme only), and a worker
+#' that crashes, is killed for `timeout` or exceeds `child.memory.limit`
+#' fails the replicate it was running only: the replicates it had not
+#' started yet go to a new worker. What changes with several replicates per
+#' worker: `child.memory.limit` bounds the worker, which runs its replicates
+#' one after another (a replicate's memory is freed when it ends), a
+#' replicate that hangs holds back the replicates queued behind it in its
+#' worker until `timeout` kills it (they then go to a new worker; without a
+#' `timeout` they wait, where a fresh worker each would have run them), and
+#' the memory columns of `diagnostics` describe the worker (see Value).
 #' @section Running on a cluster:
 #' With `backend = "future"`, this R session launches the chunks' futures (no
 #' more at once than [future::nbrOfWorkers()]), collects each as it
@@ -192,7 +235,13 @@
 #'   original likelihood),
 #'   `fit.seconds` (the optimisation), `seconds` (the whole replicate), and
 #'   `pid`, `peak_rss_mb`, `pss_mb`, `private_dirty_mb` of the process that
-#'   ran it; the memory columns are `NA` except on Linux, see Platforms),
+#'   ran it: `peak_rss_mb` is that worker's peak so far, read after every
+#'   replicate; `pss_mb` and `private_dirty_mb` are read once per worker,
+#'   after its last replicate, and are `NA` for its other replicates unless
+#'   `memory.per.replicate = TRUE` (a worker is a forked child of the fork
+#'   backend, an `mclapply` child, a chunk of the future backend, or this
+#'   session for the serial backend); the memory columns are `NA` except on
+#'   Linux, see Platforms),
 #'   `seed`, `backend`, `max.fork` (the workers; for the future
 #'   backend, those of the plan, [future::nbrOfWorkers()]) and `call`.
 #' @export
@@ -203,11 +252,12 @@
 #' boot$diagnostics[, c("ok", "converged", "num.evals")]
 bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
                      backend = c("fork", "mclapply", "serial", "future"),
-                     tasks.per.child = 1L, schedule = c("rolling", "batch"),
+                     tasks.per.child = NULL, schedule = c("rolling", "batch"),
                      mc.preschedule = TRUE, seed = NULL, timeout = Inf,
                      child.memory.limit = NULL, trim.memory = FALSE,
                      checkpoint = NULL, progress = interactive(), resample = NULL,
-                     replicates = NULL, chunk.size = NULL, resources = NULL) {
+                     replicates = NULL, chunk.size = NULL, resources = NULL,
+                     memory.per.replicate = FALSE) {
   call <- match.call()
   resample <- check_resample(resample, fit)
   plan_info <- wisp_fit_plan(fit, resample)
@@ -237,7 +287,8 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
   check_worker_limit(max.fork, "max.fork")
   backend <- bootstrap_backend(backend, max.fork, child.memory.limit)
   if (backend %in% c("fork", "mclapply")) warn_workers_above_cores(max.fork, "max.fork")
-  check_whole_number(tasks.per.child, "tasks.per.child", lower = 1)
+  if (!is.null(tasks.per.child)) check_whole_number(tasks.per.child, "tasks.per.child", lower = 1)
+  check_flag(memory.per.replicate, "memory.per.replicate")
   schedule <- match_choice(schedule, "schedule", c("rolling", "batch"))
   check_flag(mc.preschedule, "mc.preschedule")
   check_timeout(timeout)
@@ -274,19 +325,26 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
     switch(backend,
       fork = fork_replicates(fit$plan, resample, seed, replicates, max.fork, tasks.per.child,
                              schedule, timeout, child.memory.limit, trim.memory, notify,
-                             checkpoint),
-      mclapply = collect_replicates(parallel::mclapply(
-        replicates, run_replicate_safely, plan = fit$plan, seed = seed, resample = resample,
-        trim.memory = trim.memory, checkpoint = checkpoint,
-        mc.cores = max.fork, mc.preschedule = mc.preschedule
-      ), notify, parameter_count, checkpoint, replicates),
-      serial = collect_replicates(lapply(replicates, function(i) {
-        row <- run_replicate_safely(i, fit$plan, seed, trim.memory, checkpoint, resample)
+                             checkpoint, memory.per.replicate),
+      mclapply = {
+        measure <- memory.per.replicate |
+          mclapply_last_of_worker(length(replicates), max.fork, mc.preschedule)
+        collect_replicates(parallel::mclapply(seq_along(replicates), function(i) {
+          run_replicate_safely(replicates[i], fit$plan, seed, trim.memory, checkpoint, resample,
+                               memory = measure[i])
+        }, mc.cores = max.fork, mc.preschedule = mc.preschedule),
+        notify, parameter_count, checkpoint, replicates)
+      },
+      serial = collect_replicates(lapply(seq_along(replicates), function(i) {
+        row <- run_replicate_safely(replicates[i], fit$plan, seed, trim.memory, checkpoint,
+                                    resample,
+                                    memory = memory.per.replicate || i == length(replicates))
         notify()
         row
       }), NULL, parameter_count, checkpoint, replicates),
       future = future_replicates(fit$plan, seed, replicates, chunk.size, resources, trim.memory,
-                                 notify, checkpoint, parameter_count, resample)
+                                 notify, checkpoint, parameter_count, resample,
+                                 memory.per.replicate)
     )
   }
   result <- bootstrap_result(fit, wanted, replicates, rows, done, seed, backend,
@@ -394,15 +452,17 @@ check_resample <- function(resample, fit, call = sys.call(-1)) {
 #' @param checkpoint `NULL`, or a checkpoint from `checkpoint_start()` that
 #'   the replicate is appended to.
 #' @param resample The resampling scheme (see [bs_batch()]).
+#' @param memory Read PSS and private dirty memory too (a walk of this
+#'   process's page tables), not only the peak RSS.
 #' @return A list: `outcome`, the replicate's record as bytes (the columns of
 #'   `diagnostics` and the estimates; [replicate_table()] turns a list of
 #'   them into a table), and `checkpointed`, whether it was appended to the
 #'   checkpoint.
 #' @keywords internal
 bootstrap_replicate <- function(replicate, plan, seed, trim.memory = FALSE, checkpoint = NULL,
-                                resample = "cells") {
+                                resample = "cells", memory = TRUE) {
   bootstrap_replicate_rust(plan, resample, as.double(seed), as.integer(replicate),
-                           isTRUE(trim.memory),
+                           isTRUE(trim.memory), isTRUE(memory),
                            if (is.null(checkpoint)) "" else checkpoint$path,
                            if (is.null(checkpoint)) "" else checkpoint$key)
 }
@@ -429,8 +489,8 @@ failed_outcome <- function(replicate, reason) {
 
 # bootstrap_replicate() whose errors become failed replicates.
 run_replicate_safely <- function(replicate, plan, seed, trim.memory = FALSE, checkpoint = NULL,
-                                 resample = "cells") {
-  tryCatch(bootstrap_replicate(replicate, plan, seed, trim.memory, checkpoint, resample),
+                                 resample = "cells", memory = TRUE) {
+  tryCatch(bootstrap_replicate(replicate, plan, seed, trim.memory, checkpoint, resample, memory),
            error = function(e) {
              list(outcome = failed_outcome(replicate, paste("error:", conditionMessage(e))),
                   checkpointed = FALSE)
@@ -467,13 +527,26 @@ collect_replicates <- function(results, notify, parameter_count, checkpoint = NU
   c(replicate_table(outcomes, parameter_count), list(checkpoint_error = checkpoint_error))
 }
 
+# Which replicates end an mclapply worker, i.e. the last each process runs
+# (parallel::mclapply()'s scheduling: fewer than 2 elements or cores run in
+# this session; without prescheduling every element gets its own child;
+# with it, element i goes to child (i - 1) %% cores + 1).
+mclapply_last_of_worker <- function(n, cores, preschedule) {
+  cores <- min(cores, n)
+  if (n < 2L || cores < 2L) return(seq_len(n) == n)
+  if (!preschedule) return(rep(TRUE, n))
+  seq_len(n) > n - cores
+}
+
+# `tasks_per_child` NULL: the engine chooses (0 tells it so).
 fork_replicates <- function(plan, resample, seed, replicates, workers, tasks_per_child, schedule,
-                            timeout, memory_limit, trim_memory, notify, checkpoint = NULL) {
+                            timeout, memory_limit, trim_memory, notify, checkpoint = NULL,
+                            memory_per_replicate = FALSE) {
   out <- continue_jump(bootstrap_fork_rust(
     plan, resample, as.double(seed), as.integer(replicates), as.integer(workers),
-    as.integer(tasks_per_child), schedule, as.double(timeout),
-    if (is.null(memory_limit)) NA_real_ else as.double(memory_limit),
-    trim_memory, function(replicate, ok) notify(),
+    if (is.null(tasks_per_child)) 0L else as.integer(tasks_per_child), schedule,
+    as.double(timeout), if (is.null(memory_limit)) NA_real_ else as.double(memory_limit),
+    isTRUE(memory_per_replicate), trim_memory, function(replicate, ok) notify(),
     if (is.null(checkpoint)) "" else checkpoint$path,
     if (is.null(checkpoint)) "" else checkpoint$key
   ))

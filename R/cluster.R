@@ -51,7 +51,7 @@ future_chunk_size <- function(replicates, workers = future::nbrOfWorkers(), chun
 # does.
 future_replicates <- function(plan, seed, replicates, chunk_size, resources, trim_memory,
                               notify, checkpoint, parameter_count, resample = "cells",
-                              call = sys.call(-1)) {
+                              memory_per_replicate = FALSE, call = sys.call(-1)) {
   workers <- future::nbrOfWorkers()
   size <- future_chunk_size(length(replicates), workers, chunk_size)
   chunks <- unname(split(seq_along(replicates), (seq_along(replicates) - 1L) %/% size))
@@ -95,7 +95,8 @@ future_replicates <- function(plan, seed, replicates, chunk_size, resources, tri
     while (length(running) < slots && launched < length(chunks)) {
       launched <- launched + 1L
       job <- tryCatch(
-        make_future(replicates[chunks[[launched]]], plan, seed, trim_memory, kill, resample),
+        make_future(replicates[chunks[[launched]]], plan, seed, trim_memory, kill, resample,
+                    memory_per_replicate),
         error = identity
       )
       if (inherits(job, "error")) {
@@ -154,12 +155,13 @@ future_maker <- function(resources) {
     planned <- tryCatch(eval(formals(strategy)$resources, baseenv()), error = function(e) NULL)
     resources <- utils::modifyList(if (is.list(planned)) planned else list(), resources)
   }
-  function(chunk, plan, seed, trim_memory, kill, resample) {
+  function(chunk, plan, seed, trim_memory, kill, resample, memory_per_replicate = FALSE) {
     globals <- list(run_replicate_chunk = run_replicate_chunk, replicates = chunk, plan = plan,
                     seed = seed, trim_memory = trim_memory, kill = kill,
-                    collector = Sys.getpid(), resample = resample)
+                    collector = Sys.getpid(), resample = resample,
+                    memory_per_replicate = memory_per_replicate)
     expr <- quote(run_replicate_chunk(replicates, plan, seed, trim_memory, kill, collector,
-                                      resample))
+                                      resample, memory_per_replicate))
     label <- if (length(chunk) == 1L) {
       paste0("wispack-", chunk)
     } else {
@@ -180,11 +182,16 @@ future_maker <- function(resources) {
 # a worker other than the collecting session kills itself before those
 # replicates, as a job killed by its scheduler would end.
 run_replicate_chunk <- function(replicates, plan, seed, trim_memory, kill = integer(),
-                                collector = NA_integer_, resample = "cells") {
-  lapply(replicates, function(replicate) {
+                                collector = NA_integer_, resample = "cells",
+                                memory_per_replicate = FALSE) {
+  # PSS and private dirty are read once per chunk, after its last replicate
+  # (reading them walks the worker's page tables; see bs_batch()).
+  lapply(seq_along(replicates), function(i) {
+    replicate <- replicates[i]
     if (replicate %in% kill && Sys.getpid() != collector) {
       tools::pskill(Sys.getpid(), tools::SIGKILL)
     }
-    run_replicate_safely(replicate, plan, seed, trim_memory, resample = resample)
+    run_replicate_safely(replicate, plan, seed, trim_memory, resample = resample,
+                         memory = memory_per_replicate || i == length(replicates))
   })
 }

@@ -17,7 +17,10 @@
 #' @param n_tasks Number of tasks.
 #' @param workers Most child processes alive at once.
 #' @param tasks_per_child Tasks a child runs before it exits (1: a fresh
-#'   process per task).
+#'   process per task), or `NULL` for the engine's automatic choice (as
+#'   [bs_batch()]'s `tasks.per.child = NULL`: enough tasks that a child's
+#'   fixed cost stays under 2 % of their time, at most a worker's share of
+#'   the tasks that remain).
 #' @param schedule `"rolling"` forks a new child as soon as one exits;
 #'   `"batch"` forks up to `workers` children and waits for all of them
 #'   before the next batch.
@@ -31,6 +34,9 @@
 #' @param memory_limit_mb Headroom in MB above each child's address space at
 #'   fork (`NA`: no limit). A child that exceeds it fails with reason
 #'   `"memory limit"`.
+#' @param memory_per_task Read PSS and private dirty memory after every
+#'   task (`TRUE`) or only after each child's last task (`FALSE`, as
+#'   [bs_batch()] does by default; the other tasks then have `NA` there).
 #' @param seed Master seed of the per-task random streams.
 #' @return A data.frame with one row per task, in task order: `task`, `ok`,
 #'   `reason` (`NA` when `ok`), `checksum` (sum of the returned doubles),
@@ -45,11 +51,13 @@
 engine_selftest <- function(n_tasks, workers = 1L, tasks_per_child = 1L,
                             schedule = "rolling", payload = 0L, sleep = 0,
                             crash = integer(), hang = integer(), alloc_mb = 0,
-                            timeout = Inf, memory_limit_mb = NA, seed = 1L) {
+                            timeout = Inf, memory_limit_mb = NA, seed = 1L,
+                            memory_per_task = TRUE) {
   check_whole_number(n_tasks, "n_tasks")
   check_whole_number(workers, "workers", lower = 1)
   check_worker_limit(workers)
-  check_whole_number(tasks_per_child, "tasks_per_child", lower = 1)
+  if (!is.null(tasks_per_child)) check_whole_number(tasks_per_child, "tasks_per_child", lower = 1)
+  check_flag(memory_per_task, "memory_per_task")
   schedule <- match_schedule(schedule)
   check_whole_number(payload, "payload")
   check_number(sleep, "sleep", lower = 0, upper = 1e6)
@@ -64,10 +72,11 @@ engine_selftest <- function(n_tasks, workers = 1L, tasks_per_child = 1L,
   check_whole_number(seed, "seed", lower = -.Machine$integer.max)
 
   columns <- engine_selftest_rust(
-    as.integer(n_tasks), as.integer(workers), as.integer(tasks_per_child), schedule,
+    as.integer(n_tasks), as.integer(workers),
+    if (is.null(tasks_per_child)) 0L else as.integer(tasks_per_child), schedule,
     as.integer(payload), as.double(sleep), as.integer(crash), as.integer(hang),
     as.double(alloc_mb), as.double(timeout), as.double(memory_limit_mb),
-    as.double(seed)
+    isTRUE(memory_per_task), as.double(seed)
   )
   keep <- c("task", "ok", "reason", "checksum", "pid", "seconds",
             "peak_rss_mb", "pss_mb", "private_dirty_mb")

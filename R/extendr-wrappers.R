@@ -173,14 +173,15 @@ plan_info_rust <- function(plan, resample) rust_result(.Call(wrap__plan_info_rus
 #' it stops the run and is handed back to R to resume.
 #' @keywords internal
 #' @noRd
-bootstrap_fork_rust <- function(plan, resample, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, checkpoint, key) rust_result(.Call(wrap__bootstrap_fork_rust, plan, resample, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, trim_memory, on_result, checkpoint, key))
+bootstrap_fork_rust <- function(plan, resample, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, memory_per_task, trim_memory, on_result, checkpoint, key) rust_result(.Call(wrap__bootstrap_fork_rust, plan, resample, seed, replicates, workers, tasks_per_child, schedule, timeout, memory_limit_mb, memory_per_task, trim_memory, on_result, checkpoint, key))
 
 #' One bootstrap replicate in this process (serial, mclapply and future
 #' paths): its outcome as bytes, appended to `checkpoint` when one is given
-#' (`checkpointed` says whether that worked).
+#' (`checkpointed` says whether that worked). `memory`: read PSS and private
+#' dirty too (a walk of the page tables), not only the peak RSS.
 #' @keywords internal
 #' @noRd
-bootstrap_replicate_rust <- function(plan, resample, seed, replicate, trim_memory, checkpoint, key) rust_result(.Call(wrap__bootstrap_replicate_rust, plan, resample, seed, replicate, trim_memory, checkpoint, key))
+bootstrap_replicate_rust <- function(plan, resample, seed, replicate, trim_memory, memory, checkpoint, key) rust_result(.Call(wrap__bootstrap_replicate_rust, plan, resample, seed, replicate, trim_memory, memory, checkpoint, key))
 
 #' The outcome of a replicate that produced no result in R (e.g. its
 #' mclapply worker died), as bytes.
@@ -232,6 +233,6 @@ platform_rust <- function() rust_result(.Call(wrap__platform_rust))
 #' test hook).
 #' @keywords internal
 #' @noRd
-engine_selftest_rust <- function(n_tasks, workers, tasks_per_child, schedule, payload, sleep, crash, hang, alloc_mb, timeout, memory_limit_mb, seed) rust_result(.Call(wrap__engine_selftest_rust, n_tasks, workers, tasks_per_child, schedule, payload, sleep, crash, hang, alloc_mb, timeout, memory_limit_mb, seed))
+engine_selftest_rust <- function(n_tasks, workers, tasks_per_child, schedule, payload, sleep, crash, hang, alloc_mb, timeout, memory_limit_mb, memory_per_task, seed) rust_result(.Call(wrap__engine_selftest_rust, n_tasks, workers, tasks_per_child, schedule, payload, sleep, crash, hang, alloc_mb, timeout, memory_limit_mb, memory_per_task, seed))
 
 # nolint end

@@ -15,7 +15,11 @@
 #   FLOOR_SMALL [20] FLOOR_LARGE [5]   fits in the memory floor curve
 #   OVERHEAD_GB [1,4]      parent sizes for the fork-cost stage
 #   OVERHEAD_TASKS [40] OVERHEAD_REPEATS [5]   tasks per timing and repeats there
-#   STAGES ["machine small large floor overhead small1 report"]
+#   SESSION_GB [4]         size of the large session of the "session" stage
+#   STAGES ["machine small large floor overhead small1 report"]; also
+#                          "session": benchmarks/large_session.R, the fork
+#                          backend's defaults against mclapply from a lean and
+#                          a SESSION_GB session (about 15 minutes)
 #   FRESH [1]              1: move the previous result CSVs to *.prev first;
 #                          0: append (to run the benchmark in stages)
 # About 40 minutes on a 2-core machine with the defaults.
@@ -30,6 +34,7 @@ FLOOR_LARGE=${FLOOR_LARGE:-5}
 OVERHEAD_GB=${OVERHEAD_GB:-1,4}
 OVERHEAD_TASKS=${OVERHEAD_TASKS:-40}
 OVERHEAD_REPEATS=${OVERHEAD_REPEATS:-5}
+SESSION_GB=${SESSION_GB:-4}
 STAGES=${STAGES:-machine small large floor overhead small1 report}
 FRESH=${FRESH:-1}
 R="Rscript benchmarks/fork_vs_mclapply.R"
@@ -55,6 +60,10 @@ for stage in $STAGES; do
     large) stamp "large regime, $WORKERS workers"; $R run large "$WORKERS" "$LARGE_FITS" "$REPEATS" "$IN_PROCESS" ;;
     overhead) stamp "fork cost against parent size"
               Rscript benchmarks/fork_overhead.R "$OVERHEAD_TASKS" "$OVERHEAD_REPEATS" "$WORKERS" "$OVERHEAD_GB" ;;
+    session) stamp "lean and $SESSION_GB GB sessions"
+             Rscript benchmarks/large_session.R 0 small,large "$WORKERS" 10,2 "$REPEATS"
+             Rscript benchmarks/large_session.R "$SESSION_GB" small,large "$WORKERS" 10,2 "$REPEATS"
+             Rscript benchmarks/large_session.R report ;;
     report) stamp report; $R report ;;
     *) echo "unknown stage $stage" >&2; exit 2 ;;
   esac

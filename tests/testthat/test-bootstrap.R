@@ -18,6 +18,47 @@ test_that("every backend returns bitwise-identical replicates for one seed", {
   expect_false(identical(bs_batch(fit, 4, seed = 22)$t, reference$t))
 })
 
+test_that("the automatic tasks.per.child gives the replicates of a fresh worker each; a number wins", {
+  fit <- small_fit()
+  fresh <- bs_batch(fit, 6, max.fork = 2, tasks.per.child = 1, seed = 23)
+  expect_length(unique(fresh$diagnostics$pid), 6)
+  auto <- bs_batch(fit, 6, max.fork = 2, seed = 23)
+  expect_identical(auto$t, fresh$t)
+  # the automatic choice never gives one worker more than its share of the rest
+  expect_true(all(table(auto$diagnostics$pid) <= 3))
+  # an explicit number wins over that cap
+  one <- bs_batch(fit, 6, max.fork = 2, tasks.per.child = 6, seed = 23)
+  expect_length(unique(one$diagnostics$pid), 1)
+  expect_identical(one$t, fresh$t)
+  expect_error(bs_batch(fit, 2, tasks.per.child = 0), class = "wisp_input_error",
+               regexp = "tasks.per.child")
+  expect_error(bs_batch(fit, 2, memory.per.replicate = NA), class = "wisp_input_error",
+               regexp = "memory.per.replicate")
+})
+
+test_that("PSS and private dirty are read once per worker, after its last replicate, unless asked per replicate", {
+  skip_if_not(wispack:::wisp_platform()$memory_figures)
+  fit <- small_fit()
+  measured <- function(boot) !is.na(boot$diagnostics$pss_mb)
+  # fork: two workers of 3 replicates each, one after the other
+  boot <- bs_batch(fit, 6, max.fork = 1, tasks.per.child = 3, seed = 24)
+  expect_identical(measured(boot), c(FALSE, FALSE, TRUE, FALSE, FALSE, TRUE))
+  expect_identical(!is.na(boot$diagnostics$private_dirty_mb), measured(boot))
+  expect_true(all(boot$diagnostics$peak_rss_mb > 0))
+  every <- bs_batch(fit, 6, max.fork = 1, tasks.per.child = 3, seed = 24,
+                    memory.per.replicate = TRUE)
+  expect_true(all(measured(every)))
+  expect_identical(every$t, boot$t)
+  # mclapply: prescheduled, replicates 1, 3 go to one child and 2, 4 to the other
+  pre <- bs_batch(fit, 4, max.fork = 2, backend = "mclapply", seed = 24)
+  expect_identical(measured(pre), c(FALSE, FALSE, TRUE, TRUE))
+  expect_length(unique(pre$diagnostics$pid[3:4]), 2)
+  dynamic <- bs_batch(fit, 4, max.fork = 2, backend = "mclapply", mc.preschedule = FALSE,
+                      seed = 24)
+  expect_true(all(measured(dynamic)))
+  expect_length(unique(dynamic$diagnostics$pid), 4)
+})
+
 test_that("every resampling scheme gives the same replicates on every backend, for both likelihoods", {
   schemes <- list(nb = c("animals", "cells", "parametric"), original = c("cells", "animals"))
   for (fit in list(small_fit(), small_fit_original())) {

@@ -46,6 +46,21 @@ test_that("a child runs at most tasks_per_child tasks", {
   expect_length(unique(fresh$pid), 4)
 })
 
+test_that("automatic tasks per child: the same checksums, fewer children, PSS once per child", {
+  fresh <- expect_no_trace(selftest(30, workers = 2, payload = 10))
+  auto <- expect_no_trace(selftest(30, workers = 2, payload = 10, tasks_per_child = NULL,
+                                   memory_per_task = FALSE))
+  expect_identical(auto$checksum, fresh$checksum)
+  runs <- table(auto$pid)
+  # trivial tasks against a fork: grouped, at most half the tasks in a child
+  expect_true(length(runs) >= 3 && length(runs) < 15)
+  expect_true(all(runs <= 15))
+  skip_if_not(wispack:::wisp_platform()$memory_figures)
+  last <- !duplicated(auto$pid, fromLast = TRUE)
+  expect_identical(!is.na(auto$pss_mb), last)
+  expect_true(all(auto$peak_rss_mb > 0))
+})
+
 test_that("a crashed task is reported with its signal while the others succeed", {
   result <- expect_no_trace(selftest(5, workers = 2, tasks_per_child = 2, payload = 10, crash = 2))
   expect_identical(result$ok, c(TRUE, FALSE, TRUE, TRUE, TRUE))

@@ -101,8 +101,16 @@ test_that("wisp() fits and bootstraps without fork", {
 
 test_that("the memory columns are reported where the platform has them", {
   skip_if_not(wispack:::wisp_platform()$memory_figures)
+  # The serial backend's one worker is this session: PSS and private dirty
+  # after its last replicate, or after every one on request.
   boot <- bs_batch(small_fit(), 2, backend = "serial", seed = 1)
+  expect_true(all(boot$diagnostics$peak_rss_mb > 0))
+  for (column in c("pss_mb", "private_dirty_mb")) {
+    expect_identical(is.na(boot$diagnostics[[column]]), c(TRUE, FALSE), label = column)
+    expect_true(boot$diagnostics[[column]][2] >= 0, label = column)
+  }
+  every <- bs_batch(small_fit(), 2, backend = "serial", seed = 1, memory.per.replicate = TRUE)
   for (column in c("peak_rss_mb", "pss_mb", "private_dirty_mb")) {
-    expect_true(all(boot$diagnostics[[column]] >= 0), label = column)
+    expect_true(all(every$diagnostics[[column]] >= 0), label = column)
   }
 })

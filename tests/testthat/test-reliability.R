@@ -284,7 +284,9 @@ test_that("Ctrl-C during bs_batch() keeps the finished replicates, in the condit
     "fit <- readRDS(%s)",
     "wispack:::inject_faults(list(hang = 5:6))",
     "writeLines(as.character(Sys.getpid()), %s)",
-    "caught <- tryCatch(bs_batch(fit, 6, max.fork = 2, seed = 43, checkpoint = %s),",
+    # a fresh worker per replicate, so that the two hanging replicates run at once
+    "caught <- tryCatch(bs_batch(fit, 6, max.fork = 2, seed = 43, checkpoint = %s,",
+    "                            tasks.per.child = 1),",
     "  wisp_interrupted = function(e) e)",
     "after <- bs_batch(fit, 2, seed = 43)", # the session is still usable
     "saveRDS(list(class = class(caught), result = caught$result, after = after$t), %s)",

@@ -220,13 +220,16 @@ impl WarpedSigmoidPlan {
 }
 
 /// The outcome of a replicate run in this process, timed and with this
-/// process's memory (the serial, mclapply and future backends).
+/// process's memory (the serial, mclapply and future backends): the peak
+/// RSS, and with `memory` the PSS and private dirty too (they cost a walk of
+/// the process's page tables, so R asks for them once per worker).
 pub(crate) fn replicate_here(
     plan: &Plan,
     scheme: Resampling,
     seed: u64,
     replicate: usize,
     trim: bool,
+    memory: bool,
 ) -> Outcome {
     let started = Instant::now();
     let fit = plan
@@ -236,7 +239,11 @@ pub(crate) fn replicate_here(
         procmem::trim_heap();
     }
     let seconds = started.elapsed().as_secs_f64();
-    let memory = procmem::snapshot_self();
+    let memory = if memory {
+        procmem::snapshot_self()
+    } else {
+        procmem::snapshot_peak()
+    };
     Outcome {
         replicate,
         fit,

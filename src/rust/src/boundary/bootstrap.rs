@@ -88,13 +88,21 @@ fn bootstrap_fork_rust(
     schedule: &str,
     timeout: f64,
     memory_limit_mb: Option<f64>,
+    memory_per_task: bool,
     trim_memory: bool,
     on_result: Robj,
     checkpoint: &str,
     key: &str,
 ) -> RResult<List> {
     let decoded = saved::decode_plan(plan.as_slice())?;
-    let options = pool_options(workers, tasks_per_child, schedule, timeout, memory_limit_mb)?;
+    let options = pool_options(
+        workers,
+        tasks_per_child,
+        schedule,
+        timeout,
+        memory_limit_mb,
+        memory_per_task,
+    )?;
     let replicates = index_column(replicates, "replicates")?;
     let relay = Relay::new(on_result);
     let batch = bootstrap::BatchRun {
@@ -124,16 +132,19 @@ fn bootstrap_fork_rust(
 
 /// One bootstrap replicate in this process (serial, mclapply and future
 /// paths): its outcome as bytes, appended to `checkpoint` when one is given
-/// (`checkpointed` says whether that worked).
+/// (`checkpointed` says whether that worked). `memory`: read PSS and private
+/// dirty too (a walk of the page tables), not only the peak RSS.
 /// @keywords internal
 /// @noRd
 #[extendr]
+#[allow(clippy::too_many_arguments)]
 fn bootstrap_replicate_rust(
     plan: Raw,
     resample: &str,
     seed: f64,
     replicate: i32,
     trim_memory: bool,
+    memory: bool,
     checkpoint: &str,
     key: &str,
 ) -> RResult<List> {
@@ -145,6 +156,7 @@ fn bootstrap_replicate_rust(
         seed_value(seed)?,
         replicate,
         trim_memory,
+        memory,
     );
     let checkpointed = match checkpoint_target(checkpoint, key, seed)? {
         None => false,

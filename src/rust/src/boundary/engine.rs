@@ -50,13 +50,21 @@ fn engine_selftest_rust(
     alloc_mb: Vec<f64>,
     timeout: f64,
     memory_limit_mb: Option<f64>,
+    memory_per_task: bool,
     seed: f64,
 ) -> RResult<List> {
     #[cfg(feature = "test-hooks")]
     return {
         use crate::engine::{self, TaskRecord};
         use std::time::Duration;
-        let options = pool_options(workers, tasks_per_child, schedule, timeout, memory_limit_mb)?;
+        let options = pool_options(
+            workers,
+            tasks_per_child,
+            schedule,
+            timeout,
+            memory_limit_mb,
+            memory_per_task,
+        )?;
         let n_tasks = index_option(n_tasks, "n_tasks")?;
         let payload = index_option(payload, "payload")?;
         let in_range = |value: f64| value.is_finite() && (0.0..=1e6).contains(&value);

@@ -15,7 +15,7 @@ mod engine;
 mod fit;
 mod model;
 
-use crate::engine::{PoolOptions, Schedule, WorkerKind};
+use crate::engine::{MemoryReport, PoolOptions, Schedule, TasksPerChild, WorkerKind};
 use crate::error::Error;
 use crate::outcome::{Cell, ColumnType, Outcome, COLUMNS};
 use extendr_api::prelude::*;
@@ -308,14 +308,17 @@ fn index_column(values: Vec<i32>, name: &str) -> RResult<Vec<usize>> {
         .collect()
 }
 
-/// Options of the fork engine from R values (`memory_limit_mb` NA means no
-/// limit). Worker processes: where there is no fork, a run is refused.
+/// Options of the fork engine from R values (`tasks_per_child` 0 means
+/// automatic, `memory_limit_mb` NA no limit; `memory_per_task` reads PSS
+/// after every task instead of once per child). Worker processes: where
+/// there is no fork, a run is refused.
 fn pool_options(
     workers: i32,
     tasks_per_child: i32,
     schedule: &str,
     timeout: f64,
     memory_limit_mb: Option<f64>,
+    memory_per_task: bool,
 ) -> RResult<PoolOptions> {
     if memory_limit_mb.is_some_and(|limit| !(limit.is_finite() && limit > 0.0 && limit <= 1e12)) {
         return Err(Error::input(
@@ -325,7 +328,16 @@ fn pool_options(
     Ok(PoolOptions {
         kind: WorkerKind::Process,
         workers: count_option(workers, "workers")?,
-        tasks_per_child: count_option(tasks_per_child, "tasks_per_child")?,
+        tasks_per_child: if tasks_per_child == 0 {
+            TasksPerChild::Auto
+        } else {
+            TasksPerChild::Fixed(count_option(tasks_per_child, "tasks_per_child")?)
+        },
+        memory: if memory_per_task {
+            MemoryReport::PerTask
+        } else {
+            MemoryReport::PerChild
+        },
         schedule: schedule.parse::<Schedule>().map_err(Error::input)?,
         timeout: seconds_option(timeout, "timeout")?,
         memory_limit_mb,

@@ -340,7 +340,9 @@ pub(crate) fn select_structure(
     // A few curves per child: a fork costs more than a small curve's
     // selection, and four batches per worker still balance the load.
     let options = PoolOptions {
-        tasks_per_child: curves.div_ceil(4 * options.workers.max(1)).max(1),
+        tasks_per_child: crate::engine::TasksPerChild::Fixed(
+            curves.div_ceil(4 * options.workers.max(1)).max(1),
+        ),
         ..options.clone()
     };
     let selections = run_each(

@@ -2,8 +2,8 @@
 //! that report each task as a frame over a pipe.
 
 use super::{
-    frame, panic_message, procmem, Failure, MemorySnapshot, PoolError, PoolOptions, Records,
-    Schedule, TaskContext, TaskRecord, POLL_INTERVAL,
+    frame, panic_message, procmem, Failure, MemoryReport, MemorySnapshot, PoolError, PoolOptions,
+    Records, Schedule, TaskContext, TaskRecord, TasksPerChild, AUTO_OVERHEAD_TARGET, POLL_INTERVAL,
 };
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags};
@@ -31,6 +31,13 @@ struct ChildReport<T> {
 
 struct LiveChild {
     pid: Pid,
+    /// When the parent began to fork it.
+    spawned_at: Instant,
+    /// When its pipe reached end of file: the child has closed its files,
+    /// which the kernel does after it has torn down the child's memory.
+    eof_at: Option<Instant>,
+    /// Sum of the task seconds the child reported.
+    reported_seconds: f64,
     /// Read end of the child's pipe; None once it reached end of file.
     reader: Option<File>,
     frames: frame::FrameReader,
@@ -45,6 +52,121 @@ struct LiveChild {
 }
 
 const READ_CHUNK_BYTES: usize = 1 << 18;
+
+/// Decides how many tasks each new child runs ([`TasksPerChild`]), from what
+/// the children that ended so far cost.
+pub(super) struct ChildSizer {
+    rule: TasksPerChild,
+    /// Per child that ran all its tasks: its lifetime (fork to end of file)
+    /// minus the seconds of its tasks, i.e. forking, starting, the memory
+    /// report and exiting.
+    overheads: Vec<f64>,
+    task_seconds: f64,
+    tasks_timed: usize,
+    /// The parent is so large that its children are known to be expensive
+    /// before any has ended: see [`LARGE_PARENT_BYTES`].
+    large_parent: bool,
+}
+
+/// Resident size from which the parent counts as large: forking and ending
+/// a child of a 1 GB process costs about 20 ms on a quiet machine (50 ms at
+/// 4 GB, and many times that on a loaded one), more than 2 % of any task
+/// under a second, so under [`TasksPerChild::Auto`] the first children of a
+/// large parent split the tasks evenly between the workers (as
+/// `mclapply(mc.preschedule = TRUE)` does) instead of running one task each
+/// to measure them.
+pub(super) const LARGE_PARENT_BYTES: u64 = 1 << 30;
+
+impl ChildSizer {
+    /// A sizer for a parent of the calling process's resident size.
+    pub(super) fn new(rule: TasksPerChild) -> Self {
+        Self::for_parent(rule, procmem::resident_bytes())
+    }
+
+    /// A sizer for a parent of `resident_bytes` (None: unknown, as on
+    /// platforms without `/proc`).
+    pub(super) fn for_parent(rule: TasksPerChild, resident_bytes: Option<u64>) -> Self {
+        ChildSizer {
+            rule,
+            overheads: Vec::new(),
+            task_seconds: 0.0,
+            tasks_timed: 0,
+            large_parent: resident_bytes.is_some_and(|bytes| bytes >= LARGE_PARENT_BYTES),
+        }
+    }
+
+    pub(super) fn task_finished(&mut self, seconds: f64) {
+        if seconds.is_finite() && seconds >= 0.0 {
+            self.task_seconds += seconds;
+            self.tasks_timed += 1;
+        }
+    }
+
+    pub(super) fn child_finished(&mut self, overhead: f64) {
+        if overhead.is_finite() {
+            self.overheads.push(overhead.max(0.0));
+        }
+    }
+
+    /// Tasks for the next child, when `pending` tasks wait, `in_flight`
+    /// were given to live children and not reported yet, and at most
+    /// `workers` children run at once.
+    pub(super) fn tasks_for_next(&self, pending: usize, in_flight: usize, workers: usize) -> usize {
+        match self.rule {
+            TasksPerChild::Fixed(n) => n.min(pending),
+            TasksPerChild::Auto if self.large_parent && self.overheads.is_empty() => {
+                auto_tasks(Some(f64::INFINITY), Some(1.0), pending, in_flight, workers)
+            }
+            TasksPerChild::Auto => {
+                let overhead = median(&self.overheads);
+                let task =
+                    (self.tasks_timed > 0).then(|| self.task_seconds / self.tasks_timed as f64);
+                auto_tasks(overhead, task, pending, in_flight, workers)
+            }
+        }
+    }
+}
+
+/// The automatic number of tasks for a child: enough that `overhead`
+/// seconds per child stay under [`AUTO_OVERHEAD_TARGET`] of the tasks'
+/// time (`task` seconds each), and 1 while either figure is unknown. It is
+/// at most the worker's share of what remains, `ceil((pending + in_flight)
+/// / workers)` (and at most `pending`), so that no worker is given more
+/// than the others still have to do.
+pub(super) fn auto_tasks(
+    overhead: Option<f64>,
+    task: Option<f64>,
+    pending: usize,
+    in_flight: usize,
+    workers: usize,
+) -> usize {
+    let share = (pending + in_flight)
+        .div_ceil(workers.max(1))
+        .min(pending)
+        .max(1);
+    let (Some(overhead), Some(task)) = (overhead, task) else {
+        return 1;
+    };
+    let needed = overhead / (AUTO_OVERHEAD_TARGET * task);
+    if !(needed.is_finite() && needed < share as f64) {
+        return share;
+    }
+    (needed.ceil() as usize).clamp(1, share)
+}
+
+fn median(values: &[f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    Some(if sorted.len() % 2 == 1 {
+        sorted[mid]
+    } else {
+        0.5 * (sorted[mid - 1] + sorted[mid])
+    })
+}
 
 /// Runs the tasks in forked children (see [`super::run_tasks`]); returns
 /// whether an interrupt stopped the run. On an interrupt or a system error
@@ -66,6 +188,7 @@ where
     let mut live: Vec<LiveChild> = Vec::new();
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     let mut was_interrupted = false;
+    let mut sizer = ChildSizer::new(options.tasks_per_child);
 
     loop {
         let may_start = match options.schedule {
@@ -73,7 +196,8 @@ where
             Schedule::Batch => live.is_empty(),
         };
         while may_start && live.len() < options.workers && !pending.is_empty() {
-            let take = options.tasks_per_child.min(pending.len());
+            let in_flight = live.iter().map(|c| c.unreported.len()).sum();
+            let take = sizer.tasks_for_next(pending.len(), in_flight, options.workers);
             let batch: Vec<usize> = pending.drain(..take).collect();
             match spawn_child(&batch, options, task, &live) {
                 Ok(child) => live.push(child),
@@ -104,6 +228,8 @@ where
                             continue;
                         };
                         child.current_since = Instant::now();
+                        child.reported_seconds += report.seconds;
+                        sizer.task_finished(report.seconds);
                         let record = TaskRecord {
                             task: report.task,
                             outcome: report.outcome,
@@ -135,6 +261,14 @@ where
             if child.exit.is_none() {
                 still_live.push(child);
                 continue;
+            }
+            if child.unreported.is_empty()
+                && child.killed_for.is_none()
+                && matches!(child.exit, Some(Some(WaitStatus::Exited(_, 0))))
+            {
+                let ended = child.eof_at.unwrap_or_else(Instant::now);
+                let lifetime = ended.duration_since(child.spawned_at).as_secs_f64();
+                sizer.child_finished(lifetime - child.reported_seconds);
             }
             let failure = child_failure(&child, options.memory_limit_mb.is_some());
             let seconds = child.current_since.elapsed().as_secs_f64();
@@ -197,6 +331,11 @@ fn wait_for_output(
         .filter(|&i| live[i].reader.is_some())
         .collect();
     let mut wait = POLL_INTERVAL;
+    if live.iter().any(|c| c.reader.is_none() && c.exit.is_none()) {
+        // A child has closed its pipe and is exiting: reap it soon, so its
+        // worker slot is refilled at once.
+        wait = Duration::from_millis(1);
+    }
     if let Some(limit) = timeout {
         for child in live.iter().filter(|c| !c.unreported.is_empty()) {
             wait = wait.min(limit.saturating_sub(child.current_since.elapsed()));
@@ -232,7 +371,10 @@ fn wait_for_output(
         let child = &mut live[i];
         let reader = child.reader.as_mut().expect("open");
         match reader.read(chunk) {
-            Ok(0) => child.reader = None,
+            Ok(0) => {
+                child.reader = None;
+                child.eof_at = Some(Instant::now());
+            }
             Ok(n) => child.frames.extend(&chunk[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(format!("reading from child {}: {e}", child.pid)),
@@ -279,6 +421,7 @@ where
     T: Serialize,
     F: Fn(TaskContext) -> Result<T, String>,
 {
+    let spawned_at = Instant::now();
     let (read_end, write_end) = pipe().map_err(|e| format!("pipe() failed: {e}"))?;
     let parent_pid = nix::unistd::getpid();
     let sibling_fds: Vec<RawFd> = siblings
@@ -305,6 +448,9 @@ where
             drop(write_end);
             Ok(LiveChild {
                 pid: child,
+                spawned_at,
+                eof_at: None,
+                reported_seconds: 0.0,
                 reader: Some(File::from(read_end)),
                 frames: frame::FrameReader::default(),
                 unreported: batch.iter().copied().collect(),
@@ -338,7 +484,7 @@ where
         }
     }
     let mut pipe = File::from(write_end);
-    for &task_number in batch {
+    for (at, &task_number) in batch.iter().enumerate() {
         let started = Instant::now();
         let context = TaskContext { task: task_number };
         let outcome = match catch_unwind(AssertUnwindSafe(|| task(context))) {
@@ -350,7 +496,11 @@ where
             task: task_number,
             outcome,
             seconds: started.elapsed().as_secs_f64(),
-            memory: procmem::snapshot_self(),
+            memory: if options.memory == MemoryReport::PerTask || at + 1 == batch.len() {
+                procmem::snapshot_self()
+            } else {
+                procmem::snapshot_peak()
+            },
         };
         let written = frame::encode(&report)
             .and_then(|bytes| pipe.write_all(&bytes).map_err(|e| e.to_string()));

@@ -4,9 +4,11 @@
 //! A worker is one of two kinds ([`WorkerKind`]):
 //!
 //! - a forked child process ([`fork`], Unix only, the default there): a
-//!   child runs up to `tasks_per_child` tasks, writes one frame per finished
-//!   task to its pipe at once, and leaves with `_exit`, so the operating
-//!   system reclaims everything the task allocated. The parent multiplexes
+//!   child runs a few tasks ([`TasksPerChild`]: a fixed number, or as many
+//!   as keep the cost of forking small against the tasks' own time), writes
+//!   one frame per finished task to its pipe at once, and leaves with
+//!   `_exit`, so the operating system reclaims everything the tasks
+//!   allocated. The parent multiplexes
 //!   all pipes with `poll()`, enforces the per-task timeout and memory limit,
 //!   reaps every child by pid and turns every way a child can end into a
 //!   per-task outcome: one failure never stops the other tasks;
@@ -56,6 +58,42 @@ impl std::str::FromStr for Schedule {
     }
 }
 
+/// How many tasks a forked child runs before it exits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TasksPerChild {
+    /// Exactly this many (fewer for the last child when tasks run out).
+    Fixed(usize),
+    /// Chosen by the parent as the run goes. The first child on each worker
+    /// runs one task (when the parent is resident in 1 GB or more, the
+    /// first children split the tasks evenly between the workers instead,
+    /// as forking such a parent is known to be expensive); once a child has
+    /// ended, the parent knows what a child costs beyond its tasks (fork,
+    /// exit, the memory report) and how long a task takes, and gives each
+    /// new child enough tasks that this cost stays under
+    /// [`AUTO_OVERHEAD_TARGET`] of their time, but never more than its share
+    /// of the tasks that remain (waiting or given to live children), so that
+    /// no worker is left with more than the others.
+    Auto,
+}
+
+/// The share of a child's time that its fixed cost may take under
+/// [`TasksPerChild::Auto`].
+#[cfg_attr(not(unix), allow(dead_code))]
+pub(crate) const AUTO_OVERHEAD_TARGET: f64 = 0.02;
+
+/// When a forked child reads the memory figures that need a walk of its page
+/// tables (PSS and private dirty from `/proc/self/smaps_rollup`, whose cost
+/// grows with the size of the process: about 34 ms at 4 GB).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MemoryReport {
+    /// After each task.
+    PerTask,
+    /// Once per child, after its last task; the other tasks' records carry
+    /// the peak RSS only (it is cheap to read), their PSS and private dirty
+    /// are `None`.
+    PerChild,
+}
+
 /// What runs the tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WorkerKind {
@@ -82,8 +120,11 @@ pub(crate) struct PoolOptions {
     pub(crate) kind: WorkerKind,
     /// At most this many workers alive at once.
     pub(crate) workers: usize,
-    /// A child runs up to this many tasks, then exits.
-    pub(crate) tasks_per_child: usize,
+    /// How many tasks a child runs before it exits (processes only).
+    pub(crate) tasks_per_child: TasksPerChild,
+    /// When a child reads its PSS and private dirty memory (processes only).
+    #[cfg_attr(not(unix), allow(dead_code))]
+    pub(crate) memory: MemoryReport,
     /// When new children start (processes only).
     #[cfg_attr(not(unix), allow(dead_code))]
     pub(crate) schedule: Schedule,
@@ -99,7 +140,8 @@ impl Default for PoolOptions {
         PoolOptions {
             kind: WorkerKind::NATIVE,
             workers: 1,
-            tasks_per_child: 1,
+            tasks_per_child: TasksPerChild::Fixed(1),
+            memory: MemoryReport::PerTask,
             schedule: Schedule::Rolling,
             timeout: None,
             memory_limit_mb: None,
@@ -131,7 +173,7 @@ impl PoolOptions {
         if self.workers == 0 {
             return Err(PoolError::Invalid("workers must be at least 1".into()));
         }
-        if self.tasks_per_child == 0 {
+        if self.tasks_per_child == TasksPerChild::Fixed(0) {
             return Err(PoolError::Invalid(
                 "tasks_per_child must be at least 1".into(),
             ));
@@ -260,7 +302,9 @@ pub(crate) struct TaskRecord<T> {
     pub(crate) seconds: f64,
     /// Memory of the child just before it wrote the result (None for failures
     /// the child could not report, for thread workers, and where the platform
-    /// does not report it: see [`procmem`]).
+    /// does not report it: see [`procmem`]). Under [`MemoryReport::PerChild`]
+    /// only the child's last task has PSS and private dirty; the others have
+    /// the peak RSS so far only.
     pub(crate) memory: MemorySnapshot,
 }
 

@@ -48,6 +48,34 @@ pub(crate) fn snapshot_self() -> MemorySnapshot {
     }
 }
 
+/// The calling process's peak RSS only (Linux; `None` elsewhere): reading
+/// it costs next to nothing, unlike PSS and private dirty, whose
+/// `smaps_rollup` makes the kernel walk every page table of the process.
+pub(crate) fn snapshot_peak() -> MemorySnapshot {
+    if !cfg!(target_os = "linux") {
+        return MemorySnapshot::default();
+    }
+    let status = fs::read_to_string("/proc/self/status").ok();
+    MemorySnapshot {
+        peak_rss_mb: status
+            .as_deref()
+            .and_then(|s| field_kib(s, "VmHWM:"))
+            .map(kib_to_mib),
+        ..MemorySnapshot::default()
+    }
+}
+
+/// Resident size of the calling process in bytes (`VmRSS`; Linux, `None`
+/// elsewhere).
+#[cfg(unix)]
+pub(crate) fn resident_bytes() -> Option<u64> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    field_kib(&status, "VmRSS:").map(|kib| kib * 1024)
+}
+
 /// Size of the calling process's virtual address space in bytes (`VmSize`),
 /// the quantity `RLIMIT_AS` limits (Linux).
 #[cfg(unix)]

@@ -32,10 +32,33 @@ fn numbers(n: usize) -> Vec<usize> {
 fn options(workers: usize, tasks_per_child: usize, schedule: Schedule) -> PoolOptions {
     PoolOptions {
         workers,
-        tasks_per_child,
+        tasks_per_child: TasksPerChild::Fixed(tasks_per_child),
         schedule,
         ..PoolOptions::default()
     }
+}
+
+/// Options with the automatic number of tasks per child.
+fn auto_options(workers: usize, schedule: Schedule) -> PoolOptions {
+    PoolOptions {
+        workers,
+        tasks_per_child: TasksPerChild::Auto,
+        schedule,
+        memory: MemoryReport::PerChild,
+        ..PoolOptions::default()
+    }
+}
+
+/// Tasks per child process, in the order the children first appear.
+fn tasks_per_pid<T>(records: &[TaskRecord<T>]) -> Vec<(i32, Vec<usize>)> {
+    let mut groups: Vec<(i32, Vec<usize>)> = Vec::new();
+    for r in records {
+        match groups.iter_mut().find(|(pid, _)| *pid == r.pid) {
+            Some((_, tasks)) => tasks.push(r.task),
+            None => groups.push((r.pid, vec![r.task])),
+        }
+    }
+    groups
 }
 
 fn never() -> bool {
@@ -518,4 +541,239 @@ fn zero_tasks_fork_nothing() {
     assert!(records.is_empty());
     let pids: HashSet<i32> = child_pids().into_iter().collect();
     assert!(pids.is_empty());
+}
+
+#[test]
+fn the_automatic_size_follows_the_hand_calculation() {
+    use super::fork::auto_tasks;
+    // Nothing measured yet: one task per child.
+    assert_eq!(auto_tasks(None, None, 40, 0, 2), 1);
+    assert_eq!(auto_tasks(Some(0.05), None, 40, 0, 2), 1);
+    assert_eq!(auto_tasks(None, Some(0.5), 40, 0, 2), 1);
+    // 45 ms per child against 0.5 s tasks: 0.045 / (0.02 * 0.5) = 4.5, so 5.
+    assert_eq!(auto_tasks(Some(0.045), Some(0.5), 40, 0, 2), 5);
+    // ... but never more than the worker's share of what remains:
+    // ceil(6 / 2) = 3, ceil(7 / 4) = 2.
+    assert_eq!(auto_tasks(Some(0.045), Some(0.5), 6, 0, 2), 3);
+    assert_eq!(auto_tasks(Some(0.045), Some(0.5), 7, 0, 4), 2);
+    // 3 ms per child against 0.5 s tasks: 0.3, so a fresh child per task.
+    assert_eq!(auto_tasks(Some(0.003), Some(0.5), 40, 0, 2), 1);
+    // Tasks that take no measurable time: the whole share.
+    assert_eq!(auto_tasks(Some(0.003), Some(0.0), 41, 0, 2), 21);
+    assert_eq!(auto_tasks(Some(0.0), Some(0.0), 41, 0, 2), 21);
+    // Tasks given to live children count: 19 waiting and 19 in another
+    // child make a share of ceil(38 / 2) = 19; 18 waiting and 20 in flight
+    // a share of 19, but only 18 are there.
+    assert_eq!(auto_tasks(Some(0.003), Some(0.0), 19, 19, 2), 19);
+    assert_eq!(auto_tasks(Some(0.003), Some(0.0), 18, 20, 2), 18);
+    assert_eq!(auto_tasks(Some(0.003), Some(0.0), 30, 10, 2), 20);
+    // A last single task.
+    assert_eq!(auto_tasks(Some(0.05), Some(0.001), 1, 0, 8), 1);
+}
+
+#[test]
+fn the_sizer_honours_a_fixed_number_and_learns_under_auto() {
+    use super::fork::ChildSizer;
+    let fixed = ChildSizer::new(TasksPerChild::Fixed(3));
+    assert_eq!(fixed.tasks_for_next(10, 0, 2), 3);
+    assert_eq!(fixed.tasks_for_next(2, 5, 2), 2);
+    let mut auto = ChildSizer::new(TasksPerChild::Auto);
+    assert_eq!(auto.tasks_for_next(40, 0, 2), 1);
+    // Children that cost 40, 45 and 90 ms (median 45) beyond tasks of 0.4
+    // and 0.6 s (mean 0.5): 0.045 / (0.02 * 0.5) = 4.5, so 5.
+    auto.task_finished(0.4);
+    auto.task_finished(0.6);
+    auto.child_finished(0.04);
+    auto.child_finished(0.09);
+    auto.child_finished(0.045);
+    assert_eq!(auto.tasks_for_next(40, 0, 2), 5);
+    assert_eq!(auto.tasks_for_next(4, 2, 2), 3);
+}
+
+#[test]
+fn a_large_parent_splits_the_first_children_evenly() {
+    use super::fork::{ChildSizer, LARGE_PARENT_BYTES};
+    let large = ChildSizer::for_parent(TasksPerChild::Auto, Some(LARGE_PARENT_BYTES));
+    assert_eq!(large.tasks_for_next(20, 0, 2), 10);
+    assert_eq!(large.tasks_for_next(10, 10, 2), 10);
+    assert_eq!(large.tasks_for_next(7, 0, 3), 3);
+    let small = ChildSizer::for_parent(TasksPerChild::Auto, Some(LARGE_PARENT_BYTES - 1));
+    assert_eq!(small.tasks_for_next(20, 0, 2), 1);
+    let unknown = ChildSizer::for_parent(TasksPerChild::Auto, None);
+    assert_eq!(unknown.tasks_for_next(20, 0, 2), 1);
+    // An explicit number wins.
+    let fixed = ChildSizer::for_parent(TasksPerChild::Fixed(1), Some(LARGE_PARENT_BYTES));
+    assert_eq!(fixed.tasks_for_next(20, 0, 2), 1);
+}
+
+#[test]
+fn a_parent_holding_a_gigabyte_forks_one_child_per_worker() {
+    if under_valgrind() {
+        return;
+    }
+    let mut ballast = vec![0u8; (LARGE_PARENT_PROBE_MB) << 20];
+    for page in ballast.chunks_mut(4096) {
+        page[0] = 1;
+    }
+    let records = leaves_no_trace(|| {
+        run_tasks(
+            &numbers(20),
+            &auto_options(2, Schedule::Rolling),
+            draws,
+            never,
+            |_| {},
+        )
+        .unwrap()
+    });
+    std::hint::black_box(&ballast);
+    drop(ballast);
+    let groups = tasks_per_pid(&records);
+    assert_eq!(
+        groups.iter().map(|(_, t)| t.len()).collect::<Vec<_>>(),
+        vec![10, 10]
+    );
+    assert_eq!(
+        values(records),
+        numbers(20)
+            .into_iter()
+            .map(|t| draws(TaskContext { task: t }).unwrap())
+            .collect::<Vec<_>>()
+    );
+}
+
+/// MB the large-parent test allocates: a little over 1 GiB.
+const LARGE_PARENT_PROBE_MB: usize = 1040;
+
+#[test]
+fn automatic_grouping_gives_the_results_of_a_fresh_child_per_task() {
+    let n = 40;
+    let reference: Vec<Vec<f64>> = numbers(n)
+        .into_iter()
+        .map(|t| draws(TaskContext { task: t }).unwrap())
+        .collect();
+    for schedule in [Schedule::Rolling, Schedule::Batch] {
+        let fresh = leaves_no_trace(|| {
+            run_tasks(&numbers(n), &options(2, 1, schedule), draws, never, |_| {}).unwrap()
+        });
+        assert_eq!(tasks_per_pid(&fresh).len(), n);
+        let auto = leaves_no_trace(|| {
+            run_tasks(
+                &numbers(n),
+                &auto_options(2, schedule),
+                draws,
+                never,
+                |_| {},
+            )
+            .unwrap()
+        });
+        assert_eq!(auto.iter().map(|r| r.task).collect::<Vec<_>>(), numbers(n));
+        let groups = tasks_per_pid(&auto);
+        // Tasks of microseconds against a fork of a millisecond: grouped,
+        // yet spread over both workers and never more than half of them in
+        // one child (the first child per worker runs one task; the next
+        // ones split the rest, 20 and 18 or 19 and 19).
+        assert!(
+            groups.len() >= 3 && groups.len() < n / 2,
+            "{schedule:?}: {} children for {n} tasks",
+            groups.len()
+        );
+        assert!(groups.iter().all(|(_, tasks)| tasks.len() <= n / 2));
+        assert_eq!(groups[0].1.len(), 1, "the first child runs one task");
+        assert_eq!(values(fresh), reference, "{schedule:?} fresh");
+        assert_eq!(values(auto), reference, "{schedule:?} auto");
+    }
+}
+
+#[test]
+fn automatic_grouping_keeps_a_fresh_child_for_tasks_much_longer_than_a_fork() {
+    if under_valgrind() {
+        return; // forks take milliseconds under memcheck
+    }
+    // A fork of this small test process costs about a millisecond; against
+    // tasks of 0.5 s the 2 % target needs 1 task per child (up to 10 ms).
+    let slow = |context: TaskContext| {
+        std::thread::sleep(Duration::from_millis(500));
+        draws(context)
+    };
+    let records = leaves_no_trace(|| {
+        run_tasks(
+            &numbers(6),
+            &auto_options(2, Schedule::Rolling),
+            slow,
+            never,
+            |_| {},
+        )
+        .unwrap()
+    });
+    assert_eq!(tasks_per_pid(&records).len(), 6);
+}
+
+#[test]
+fn a_crash_in_an_automatically_grouped_child_fails_only_its_task() {
+    let crash = |context: TaskContext| {
+        if context.task == 25 {
+            unsafe { libc::raise(libc::SIGKILL) };
+        }
+        draws(context)
+    };
+    let records = leaves_no_trace(|| {
+        run_tasks(
+            &numbers(40),
+            &auto_options(2, Schedule::Rolling),
+            crash,
+            never,
+            |_| {},
+        )
+        .unwrap()
+    });
+    let crashed = &records[24];
+    assert_eq!(crashed.outcome.as_ref().unwrap_err(), &Failure::Signal(9));
+    // Task 25 was not alone in its child: the tasks after it were given to
+    // other children and succeeded.
+    let groups = tasks_per_pid(&records);
+    let group_of_25 = groups.iter().find(|(pid, _)| *pid == crashed.pid).unwrap();
+    assert_eq!(group_of_25.1.last(), Some(&25));
+    assert!(group_of_25.1.len() > 1, "{groups:?}");
+    let after: Vec<&TaskRecord<Vec<f64>>> = records.iter().filter(|r| r.task > 25).collect();
+    assert!(after.iter().all(|r| r.pid != crashed.pid));
+    for r in records.iter().filter(|r| r.task != 25) {
+        assert_eq!(
+            r.outcome.as_ref().unwrap(),
+            &draws(TaskContext { task: r.task }).unwrap(),
+            "task {}",
+            r.task
+        );
+    }
+}
+
+#[test]
+fn pss_is_read_once_per_child_unless_asked_per_task() {
+    for (memory, per_task) in [
+        (MemoryReport::PerChild, false),
+        (MemoryReport::PerTask, true),
+    ] {
+        let options = PoolOptions {
+            memory,
+            ..options(1, 3, Schedule::Rolling)
+        };
+        let records =
+            leaves_no_trace(|| run_tasks(&numbers(7), &options, draws, never, |_| {}).unwrap());
+        let groups = tasks_per_pid(&records);
+        assert_eq!(
+            groups.iter().map(|(_, t)| t.len()).collect::<Vec<_>>(),
+            vec![3, 3, 1]
+        );
+        for r in &records {
+            let (_, tasks) = groups.iter().find(|(pid, _)| *pid == r.pid).unwrap();
+            let last = tasks.last() == Some(&r.task);
+            assert!(r.memory.peak_rss_mb.is_some(), "task {}", r.task);
+            assert_eq!(
+                r.memory.pss_mb.is_some(),
+                per_task || last,
+                "{memory:?} task {}",
+                r.task
+            );
+            assert_eq!(r.memory.private_dirty_mb.is_some(), per_task || last);
+        }
+    }
 }
