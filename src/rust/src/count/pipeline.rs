@@ -328,40 +328,82 @@ pub(crate) fn select_structure(
                 })?;
         }
     }
-    let select = |curve: usize| {
-        select_curve(
-            base,
-            curve / shape.species,
-            curve % shape.species,
-            fixed_of(curve),
-            settings,
-        )
-    };
     // A few curves per child: a fork costs more than a small curve's
     // selection, and four batches per worker still balance the load.
-    let options = PoolOptions {
+    let batched = PoolOptions {
         tasks_per_child: curves.div_ceil(4 * options.workers.max(1)).max(1),
         ..options.clone()
     };
-    let selections = run_each(
-        curves,
-        &options,
-        |task| select(task - 1),
-        interrupted,
-        progress,
-    )?
-    .into_iter()
-    .enumerate()
-    .map(|(curve, outcome)| match outcome {
-        Ok(selection) => Ok(selection),
-        Err(Failure::Task(message)) => Err(Error::input(message)),
-        Err(failure) => Err(Error::system(format!(
-            "the structure selection of {} in {} failed: {failure}",
-            base.design().species()[curve % shape.species],
-            base.design().contexts()[curve / shape.species]
-        ))),
-    })
-    .collect::<Result<Vec<CurveSelection>, Error>>()?;
+    let mut interrupted = interrupted;
+    let mut progress = progress;
+    let pass = |held: Option<&[Vec<[f64; 3]>]>,
+                interrupted: &mut dyn FnMut() -> bool,
+                progress: &mut dyn FnMut(usize, usize)| {
+        run_each(
+            curves,
+            &batched,
+            |task| {
+                let curve = task - 1;
+                let species = curve % shape.species;
+                select_curve(
+                    base,
+                    curve / shape.species,
+                    species,
+                    fixed_of(curve),
+                    settings,
+                    held.map(|h| h[species].as_slice()),
+                )
+            },
+            interrupted,
+            progress,
+        )?
+        .into_iter()
+        .enumerate()
+        .map(|(curve, outcome)| match outcome {
+            Ok(selection) => Ok(selection),
+            Err(Failure::Task(message)) => Err(Error::input(message)),
+            Err(failure) => Err(Error::system(format!(
+                "the structure selection of {} in {} failed: {failure}",
+                base.design().species()[curve % shape.species],
+                base.design().contexts()[curve / shape.species]
+            ))),
+        })
+        .collect::<Result<Vec<CurveSelection>, Error>>()
+    };
+    let mut selections = pass(None, &mut interrupted, &mut progress)?;
+    if std::env::var_os("WISPACK_SELECT_HELD").is_some() && base.has_random_effects() {
+        let first = selected_structure(base, &selections).map_err(Error::input)?;
+        let model = base
+            .with_structure(first.structure.clone())
+            .map_err(Error::input)?;
+        let pooled = fit_species_on(
+            &model,
+            &first,
+            &(if std::env::var("WISPACK_SELECT_HELD").as_deref() == Ok("loose") {
+                CountFitSettings {
+                    fixed_sigma: None,
+                    newton: super::solver::NewtonSettings {
+                        gradient_tolerance: 1e-2,
+                        decrement_tolerance: 1e-7,
+                        ..settings.newton
+                    },
+                    variance_tolerance: 0.02,
+                    max_variance_updates: 50,
+                    ..*settings
+                }
+            } else {
+                CountFitSettings {
+                    fixed_sigma: None,
+                    ..*settings
+                }
+            }),
+            options,
+            &mut interrupted,
+            |_, _| {},
+        )?;
+        let held: Vec<Vec<[f64; 3]>> = pooled.species.iter().map(|f| f.state.u.clone()).collect();
+        selections = pass(Some(&held), &mut interrupted, &mut progress)?;
+    }
     let detected = selected_structure(base, &selections).map_err(Error::input)?;
     Ok((detected, selections))
 }

@@ -14,7 +14,7 @@
 //! own rows only (the same for any worker count).
 
 use super::curve::CurveValues;
-use super::fit::{fit_species, CountFitSettings};
+use super::fit::{fit_species_held, CountFitSettings};
 use super::CountModel;
 use crate::structure::DetectedStructure;
 use serde::{Deserialize, Serialize};
@@ -239,7 +239,8 @@ impl Segmentation {
 }
 
 /// Fits curve (context, species) of `model` with `degree` transitions
-/// started at `points` (per treatment), random effects at 0.
+/// started at `points` (per treatment), random effects at 0 or held at
+/// `held` (per animal).
 fn fit_candidate(
     model: &CountModel,
     context: usize,
@@ -247,6 +248,7 @@ fn fit_candidate(
     degree: usize,
     points: &[Vec<f64>],
     settings: &CountFitSettings,
+    held: Option<&[[f64; 3]]>,
 ) -> Result<(Candidate, usize), String> {
     let curve = model.curve_model(context, species, degree)?;
     let start = DetectedStructure {
@@ -259,7 +261,8 @@ fn fit_candidate(
         fixed_sigma: Some([0.0; 3]),
         ..*settings
     };
-    let fit = fit_species(&curve, 0, Some(&start), None, &settings)?;
+    let held = held.filter(|_| curve.has_random_effects());
+    let fit = fit_species_held(&curve, 0, Some(&start), None, &settings, held)?;
     let observations = curve.table().observed_row_count();
     let estimated_curves = fit
         .curve_informed
@@ -306,6 +309,7 @@ pub(crate) fn select_curve(
     species: usize,
     fixed: Option<usize>,
     settings: &CountFitSettings,
+    held: Option<&[[f64; 3]]>,
 ) -> Result<CurveSelection, String> {
     let bins = model.table().shape().bins;
     let gap = model.point_gap();
@@ -364,7 +368,7 @@ pub(crate) fn select_curve(
         let mut best: Option<Candidate> = None;
         let mut first_failure = None;
         for start in &starts {
-            match fit_candidate(model, context, species, degree, start, settings) {
+            match fit_candidate(model, context, species, degree, start, settings, held) {
                 Ok((candidate, n)) => {
                     observations = n;
                     let better = best.as_ref().is_none_or(|b| {
@@ -402,7 +406,15 @@ pub(crate) fn select_curve(
         }
     }
     if fixed.is_none() {
-        chosen = refine_downwards(model, context, species, settings, &mut candidates, chosen);
+        chosen = refine_downwards(
+            model,
+            context,
+            species,
+            settings,
+            held,
+            &mut candidates,
+            chosen,
+        );
     }
     Ok(CurveSelection {
         context,
@@ -425,6 +437,7 @@ fn refine_downwards(
     context: usize,
     species: usize,
     settings: &CountFitSettings,
+    held: Option<&[[f64; 3]]>,
     candidates: &mut [Candidate],
     mut chosen: usize,
 ) -> usize {
@@ -449,7 +462,7 @@ fn refine_downwards(
                 })
                 .collect();
             if let Ok((candidate, _)) =
-                fit_candidate(model, context, species, lower, &start, settings)
+                fit_candidate(model, context, species, lower, &start, settings, held)
             {
                 let current = candidates[lower].negative_log_likelihood;
                 if candidate.negative_log_likelihood < current || !current.is_finite() {
@@ -573,7 +586,7 @@ mod tests {
             let (model, truth) = simulate(&spec, seed);
             for s in 0..2 {
                 let selection =
-                    select_curve(&model, 0, s, None, &CountFitSettings::default()).unwrap();
+                    select_curve(&model, 0, s, None, &CountFitSettings::default(), None).unwrap();
                 assert_eq!(selection.degree(), degrees[s], "{selection:?}");
                 assert!(selection.margin() > 10.0, "{selection:?}");
                 let chosen = &selection.candidates[selection.chosen];
@@ -597,7 +610,8 @@ mod tests {
         };
         let (model, _) = simulate(&spec, 5);
         // Fixed at 2 where the truth has 1: respected, with 2 points per treatment.
-        let selection = select_curve(&model, 0, 0, Some(2), &CountFitSettings::default()).unwrap();
+        let selection =
+            select_curve(&model, 0, 0, Some(2), &CountFitSettings::default(), None).unwrap();
         assert!(selection.fixed);
         assert_eq!(selection.candidates.len(), 1);
         assert_eq!(selection.degree(), 2);
@@ -606,7 +620,7 @@ mod tests {
         assert_eq!(detected.structure.degrees(), &[2]);
         assert!(detected.change_points[0].iter().all(|p| p.len() == 2));
         // More transitions than the bins have room for: an error, not a panic.
-        assert!(select_curve(&model, 0, 0, Some(21), &CountFitSettings::default()).is_err());
+        assert!(select_curve(&model, 0, 0, Some(21), &CountFitSettings::default(), None).is_err());
     }
 
     #[test]
