@@ -350,8 +350,10 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
 
 # The progress of wisp()'s stages. `report(stage, done, total)` is what Rust
 # calls as each distinct change-point structure of the grid search (stage
-# "grid"), each curve's structure selection (stage "structure", under
-# structure = "likelihood") and each gene (stage "fit") is fitted, with
+# "grid"), each curve's structure selection (stages "structure" and, with
+# the random effects held at the fit of that first choice, stage "warps",
+# then "reselect", under structure = "likelihood") and each gene (stage
+# "fit") is fitted, with
 # done = 0 before the
 # first fit of a stage (stage "joint": the original's one fit of every
 # gene, reported from R). It signals one progressr step per fit (with
@@ -374,14 +376,20 @@ stage_progress <- function(say, progress, workers, envir = parent.frame()) {
   report <- function(stage, done, total) {
     done <- as.integer(done)
     total <- as.integer(total)
-    unit <- switch(stage, grid = "change-point structure", structure = "curve", "gene")
+    unit <- switch(stage, grid = "change-point structure", structure = , reselect = "curve",
+                   "gene")
     # The original's one fit of every gene: a step, without messages.
     if (identical(stage, "joint")) say <- function(...) invisible()
     if (done == 0L) {
       finish()
+      # Nothing left to fit (every gene's fit came with the structure step).
+      if (total == 0L) return(invisible())
       step <<- progress_notifier(progress && total > 0L, total, envir = envir, on_exit = FALSE)
       say(sprintf("%s: %s to fit%s.",
-                  switch(stage, grid = "Grid search", structure = "Structure (degrees by BIC)",
+                  switch(stage, grid = "Grid search",
+                         structure = "Structure (degrees by BIC, random effects at 0)",
+                         warps = "Structure: random effects of that choice",
+                         reselect = "Structure (degrees by BIC, random effects held)",
                          "Fit"),
                   count_noun(total, unit),
                   if (workers > 1 && total > 1) {

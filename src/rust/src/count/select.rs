@@ -9,9 +9,11 @@
 //! breaks shared by the treatments, and each treatment's own; the better
 //! fit of the two starts is the candidate. The winner's next lower degree
 //! is refitted from the winner's points less one (see [`refine_downwards`]).
-//! The random effects are held at 0 while selecting, so curves are
-//! independent of each other and the selection of a curve depends on its
-//! own rows only (the same for any worker count).
+//! The random effects are held fixed while selecting — at 0 in the first
+//! pass, at a pooled fit's in the second (see
+//! [`super::pipeline::select_structure`]) — so curves are independent of
+//! each other and the selection of a curve depends on its own rows (and
+//! the held warps) only, the same for any worker count.
 
 use super::curve::CurveValues;
 use super::fit::{fit_species_held, CountFitSettings};
@@ -255,8 +257,9 @@ fn fit_candidate(
         structure: curve.structure().clone(),
         change_points: vec![points.to_vec()],
     };
-    // The random effects couple a species' curves; at 0 every curve is a
-    // problem of its own (model vignette §12.6).
+    // The random effects couple a species' curves; held fixed (at 0, or at
+    // the pooled fit's) every curve is a problem of its own (model vignette
+    // §12.6).
     let settings = CountFitSettings {
         fixed_sigma: Some([0.0; 3]),
         ..*settings
@@ -647,20 +650,49 @@ mod tests {
                 &CountFitSettings::default(),
                 &options,
                 || false,
-                |done, total| reports.push((done, total)),
+                |stage, done, total| reports.push((stage, done, total)),
             )
             .unwrap();
-            // Progress: 0 of 4 before any work, then each curve as it ends.
-            assert_eq!(reports, (0..=4).map(|done| (done, 4)).collect::<Vec<_>>());
+            // Progress: per stage, 0 before any work, then each task as it
+            // ends: the 4 curves, the 2 species' pooled fit, the 4 curves again.
+            let expected: Vec<(&str, usize, usize)> =
+                [("structure", 4), ("warps", 2), ("reselect", 4)]
+                    .into_iter()
+                    .flat_map(|(stage, total)| (0..=total).map(move |done| (stage, done, total)))
+                    .collect();
+            assert_eq!(reports, expected);
             result
         };
-        let (one_structure, one) = run(1);
-        let (two_structure, two) = run(2);
-        assert_eq!(one, two);
-        assert_eq!(one_structure.structure, two_structure.structure);
-        assert_eq!(one_structure.change_points, two_structure.change_points);
-        assert_eq!(one_structure.structure.degrees(), &[0, 1, 1, 1]);
-        assert!(one[2].fixed && !one[0].fixed);
+        let one = run(1);
+        let two = run(2);
+        assert_eq!(one.selections, two.selections);
+        assert_eq!(one.fitted, two.fitted);
+        assert_eq!(one.detected.structure, two.detected.structure);
+        assert_eq!(one.detected.change_points, two.detected.change_points);
+        assert_eq!(one.detected.structure.degrees(), &[0, 1, 1, 1]);
+        assert!(one.selections[2].fixed && !one.selections[0].fixed);
+        // A species the second pass left as it was keeps the pooled fit,
+        // which is the full fit of that species from the change points
+        // handed on (the same as fitting it afresh).
+        let chosen = model
+            .with_structure(one.detected.structure.clone())
+            .unwrap();
+        let mut kept = 0;
+        for (s, fit) in one.fitted.iter().enumerate() {
+            if let Some(fit) = fit {
+                let fresh = super::super::fit::fit_species(
+                    &chosen,
+                    s,
+                    Some(&one.detected),
+                    None,
+                    &CountFitSettings::default(),
+                )
+                .unwrap();
+                assert_eq!(fit, &fresh);
+                kept += 1;
+            }
+        }
+        assert!(kept > 0);
         // A wrong number of fixed entries is an input error.
         let options = crate::engine::PoolOptions::default();
         let wrong = super::super::pipeline::select_structure(
@@ -669,7 +701,7 @@ mod tests {
             &CountFitSettings::default(),
             &options,
             || false,
-            |_, _| {},
+            |_, _, _| {},
         );
         assert!(wrong.is_err());
     }
