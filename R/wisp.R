@@ -176,13 +176,13 @@
 #'   (tuned by the grid search of `LRO_cost`), or "likelihood" (count
 #'   likelihood only; in `benchmarks/structure.R` it finds the simulated
 #'   number more often than "lro" with its grid, with fewer spurious
-#'   transitions, in a tenth of the time, but it misses more barely visible
-#'   ones), curve by curve: degrees 0, 1, 2, ... are fitted in
-#'   turn with the count likelihood and the full treatment design (random
-#'   effects held at 0, so curves are independent and run on `max.fork`
-#'   workers), starting from an exact segmentation of the curve's pooled
-#'   counts, until two degrees in a row do not improve the BIC; the best BIC
-#'   wins (model vignette §12.6). The result then keeps every candidate in
+#'   transitions, in less time), curve by curve: degrees 0, 1, 2, ... are
+#'   fitted in turn with the count likelihood and the full treatment design
+#'   (random effects held fixed, so curves are independent and run on
+#'   `max.fork` workers: at 0, then again at their estimates in one fit of
+#'   the whole model with that first choice), starting from an exact
+#'   segmentation of the curve's pooled counts, until two degrees in a row
+#'   do not improve the BIC; the best BIC wins (model vignette §12.6). The result then keeps every candidate in
 #'   `structure.selection`, and `summary()` names curves whose choice was
 #'   close; `LRO_cost` ("AIC") criterion of the grid search
 #'   over change-point settings (structure "lro" only): "AIC", "BIC", "NLL"

@@ -227,7 +227,12 @@ run_one <- function(design_name, i, method_name) {
 # ---------------------------------------------------------------------------
 # Tables
 
-percent <- function(a, b) if (b == 0) "–" else sprintf("%d / %d (%.0f %%)", a, b, 100 * a / b)
+# Whole percent, but one decimal where rounding would hide a miss (99.6, not 100).
+percent <- function(a, b) {
+  if (b == 0) return("–")
+  digits <- if (a < b && round(100 * a / b) == 100) 1 else 0
+  sprintf("%d / %d (%.*f %%)", a, b, digits, 100 * a / b)
+}
 
 summary_rows <- function(curves, fits) {
   groups <- unique(curves[c("design", "method")])
