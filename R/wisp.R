@@ -431,7 +431,7 @@ wisp_count <- function(prepared, settings, plot.settings, variables, call, worke
   }
   if (!is.null(fitted$selection)) {
     close <- close_structure_choices(fitted$selection)
-    say(sprintf("Transitions chosen by BIC curve by curve: %s fitted for %s (%.1f s)%s.",
+    say(sprintf("Transitions chosen by BIC curve by curve: %s compared for %s (%.1f s)%s.",
                 count_noun(nrow(fitted$selection), "candidate"),
                 count_noun(sum(fitted$selection$chosen), "curve"), fitted$structure_seconds,
                 if (nrow(close)) sprintf("; %s close (see summary())", count_noun(nrow(close), "choice")) else ""))
