@@ -100,7 +100,8 @@ model_fit_rust <- function(bytes, start, ctol, max_evals) rust_result(.Call(wrap
 #' `effect_prior_sd`, `fixed_sd`
 #' (NULL or point, rate, slope), `fixed_dispersion` (NULL or φ, 0: Poisson), `workers`. `progress(stage, done, total)`
 #' (an R function, or NULL) is told, through a [`Relay`], the number of
-#' curves of the structure selection (stage "structure"), of distinct
+#' curves of the structure selection (stages "structure" and "reselect",
+#' with "warps", the species of the pooled fit between them), of distinct
 #' structures of the grid search (stage "grid") and of species (stage
 #' "fit") before the first fit of each stage (done = 0), and each fit as it
 #' ends; a jump out of it stops the fit and is handed back to R.

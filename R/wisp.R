@@ -180,13 +180,13 @@
 #'   (tuned by the grid search of `LRO_cost`), or "likelihood" (count
 #'   likelihood only; in `benchmarks/structure.R` it finds the simulated
 #'   number more often than "lro" with its grid, with fewer spurious
-#'   transitions, in a tenth of the time, but it misses more barely visible
-#'   ones), curve by curve: degrees 0, 1, 2, ... are fitted in
-#'   turn with the count likelihood and the full treatment design (random
-#'   effects held at 0, so curves are independent and run on `max.fork`
-#'   workers), starting from an exact segmentation of the curve's pooled
-#'   counts, until two degrees in a row do not improve the BIC; the best BIC
-#'   wins (model vignette §12.6). The result then keeps every candidate in
+#'   transitions, in less time), curve by curve: degrees 0, 1, 2, ... are
+#'   fitted in turn with the count likelihood and the full treatment design
+#'   (random effects held fixed, so curves are independent and run on
+#'   `max.fork` workers: at 0, then again at their estimates in one fit of
+#'   the whole model with that first choice), starting from an exact
+#'   segmentation of the curve's pooled counts, until two degrees in a row
+#'   do not improve the BIC; the best BIC wins (model vignette §12.6). The result then keeps every candidate in
 #'   `structure.selection`, and `summary()` names curves whose choice was
 #'   close; `LRO_cost` ("AIC") criterion of the grid search
 #'   over change-point settings (structure "lro" only): "AIC", "BIC", "NLL"
@@ -365,8 +365,10 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
 
 # The progress of wisp()'s stages. `report(stage, done, total)` is what Rust
 # calls as each distinct change-point structure of the grid search (stage
-# "grid"), each curve's structure selection (stage "structure", under
-# structure = "likelihood") and each gene (stage "fit") is fitted, with
+# "grid"), each curve's structure selection (stages "structure" and, with
+# the random effects held at the fit of that first choice, stage "warps",
+# then "reselect", under structure = "likelihood") and each gene (stage
+# "fit") is fitted, with
 # done = 0 before the
 # first fit of a stage (stage "joint": the original's one fit of every
 # gene, reported from R). It signals one progressr step per fit (with
@@ -389,14 +391,20 @@ stage_progress <- function(say, progress, workers, envir = parent.frame()) {
   report <- function(stage, done, total) {
     done <- as.integer(done)
     total <- as.integer(total)
-    unit <- switch(stage, grid = "change-point structure", structure = "curve", "gene")
+    unit <- switch(stage, grid = "change-point structure", structure = , reselect = "curve",
+                   "gene")
     # The original's one fit of every gene: a step, without messages.
     if (identical(stage, "joint")) say <- function(...) invisible()
     if (done == 0L) {
       finish()
+      # Nothing left to fit (every gene's fit came with the structure step).
+      if (total == 0L) return(invisible())
       step <<- progress_notifier(progress && total > 0L, total, envir = envir, on_exit = FALSE)
       say(sprintf("%s: %s to fit%s.",
-                  switch(stage, grid = "Grid search", structure = "Structure (degrees by BIC)",
+                  switch(stage, grid = "Grid search",
+                         structure = "Structure (degrees by BIC, random effects at 0)",
+                         warps = "Structure: random effects of that choice",
+                         reselect = "Structure (degrees by BIC, random effects held)",
                          "Fit"),
                   count_noun(total, unit),
                   if (workers > 1 && total > 1) {
@@ -438,7 +446,7 @@ wisp_count <- function(prepared, settings, plot.settings, variables, call, worke
   }
   if (!is.null(fitted$selection)) {
     close <- close_structure_choices(fitted$selection)
-    say(sprintf("Transitions chosen by BIC curve by curve: %s fitted for %s (%.1f s)%s.",
+    say(sprintf("Transitions chosen by BIC curve by curve: %s compared for %s (%.1f s)%s.",
                 count_noun(nrow(fitted$selection), "candidate"),
                 count_noun(sum(fitted$selection$chosen), "curve"), fitted$structure_seconds,
                 if (nrow(close)) sprintf("; %s close (see summary())", count_noun(nrow(close), "choice")) else ""))

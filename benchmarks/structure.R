@@ -11,6 +11,8 @@
 #   Rscript benchmarks/structure.R full     # every data set (hours on 2 shared cores)
 #   Rscript benchmarks/structure.R timing [repeats]   # the 259,200-row model, max.fork 1 and 2
 #   Rscript benchmarks/structure.R table    # the tables again from the CSVs
+#   Rscript benchmarks/structure.R collect  # full's CSVs and tables from the RDS files
+#                                           # present (a partial run: says how partial)
 #
 # Every recovery fit runs with max.fork = 1 (the chosen structure does not
 # depend on it; the timing stage measures max.fork = 2). One RDS per (design,
@@ -33,19 +35,22 @@
 
 args <- commandArgs(trailingOnly = TRUE)
 mode <- if (length(args) >= 1) args[1] else "quick"
-if (!mode %in% c("quick", "reduced", "full", "timing", "table")) {
-  stop("usage: Rscript benchmarks/structure.R quick|reduced|full|timing [repeats]|table [reduced]")
+if (!mode %in% c("quick", "reduced", "full", "timing", "table", "collect")) {
+  stop("usage: Rscript benchmarks/structure.R quick|reduced|full|timing [repeats]|table [reduced]|collect")
 }
 suppressPackageStartupMessages(library(wispack))
 
 out_dir <- "benchmarks/out/structure"
 # The tables of `table` are those of `full`, or of the mode named after it.
-source_mode <- if (mode == "table" && length(args) >= 2) args[2] else mode
+source_mode <- if (mode == "table" && length(args) >= 2) args[2] else if (mode == "collect") "full" else mode
 csv_dir <- if (source_mode == "quick") "benchmarks/out" else "benchmarks/results"
 csv_stem <- switch(source_mode, quick = "structure_quick", reduced = "structure_reduced",
                    "structure")
 curves_csv <- file.path(csv_dir, paste0(csv_stem, ".csv"))
 fits_csv <- file.path(csv_dir, paste0(csv_stem, "_fits.csv"))
+# One row per (design, method): the counts behind the tables, which the
+# model vignette's figure reads (copied to inst/extdata/structure.csv).
+summary_csv <- file.path(csv_dir, paste0(csv_stem, "_summary.csv"))
 timing_csv <- "benchmarks/results/structure_timing.csv"
 
 # ---------------------------------------------------------------------------
@@ -222,7 +227,12 @@ run_one <- function(design_name, i, method_name) {
 # ---------------------------------------------------------------------------
 # Tables
 
-percent <- function(a, b) if (b == 0) "–" else sprintf("%d / %d (%.0f %%)", a, b, 100 * a / b)
+# Whole percent, but one decimal where rounding would hide a miss (99.6, not 100).
+percent <- function(a, b) {
+  if (b == 0) return("–")
+  digits <- if (a < b && round(100 * a / b) == 100) 1 else 0
+  sprintf("%d / %d (%.*f %%)", a, b, digits, 100 * a / b)
+}
 
 summary_rows <- function(curves, fits) {
   groups <- unique(curves[c("design", "method")])
@@ -249,6 +259,7 @@ print_tables <- function(curves, fits) {
   s <- summary_rows(curves, fits)
   order <- order(match(s$design, names(designs)), match(s$method, names(methods)))
   s <- s[order, ]
+  utils::write.csv(s, summary_csv, row.names = FALSE)
   cat("\n| design | method | data sets | exact degree | over | under | transitions found / true | clearly separated: exact | point error (bins, median) | structure step (s, median) |\n")
   cat("|---|---|---:|---|---:|---:|---|---|---:|---:|\n")
   for (k in seq_len(nrow(s))) {
@@ -295,7 +306,8 @@ print_tables <- function(curves, fits) {
 # ---------------------------------------------------------------------------
 # Stages
 
-if (mode %in% c("quick", "reduced", "full")) {
+run_modes <- c("quick", "reduced", "full")
+if (mode %in% run_modes) {
   for (design_name in names(designs)) {
     design <- designs[[design_name]]
     grid <- if (length(design$grid) == 1) design$grid else design$grid[[mode]]
@@ -311,12 +323,23 @@ if (mode %in% c("quick", "reduced", "full")) {
       }
     }
   }
+}
+
+if (mode %in% c(run_modes, "collect")) {
+  mode <- source_mode
   files <- list.files(out_dir, pattern = "\\.rds$", full.names = TRUE)
   keep <- vapply(basename(files), function(f) {
     parts <- regmatches(f, regexec("^(.*)_([0-9]{2})_(.*)\\.rds$", f))[[1]]
     parts[2] %in% names(designs) && as.integer(parts[3]) <= designs[[parts[2]]]$datasets[[mode]] &&
       parts[4] %in% names(methods)
   }, TRUE)
+  planned <- sum(vapply(names(designs), function(d) {
+    grid <- if (length(designs[[d]]$grid) == 1) designs[[d]]$grid else designs[[d]]$grid[[mode]]
+    designs[[d]]$datasets[[mode]] * (length(methods) - !grid)
+  }, 0))
+  if (sum(keep) < planned) {
+    cat(sprintf("PARTIAL: %d of the %d fits of mode %s present\n", sum(keep), planned, mode))
+  }
   results <- lapply(files[keep], readRDS)
   curves <- do.call(rbind, lapply(results, `[[`, "curves"))
   fits <- do.call(rbind, lapply(results, `[[`, "fit"))

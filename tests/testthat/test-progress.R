@@ -166,12 +166,21 @@ test_that("the default structure selection reports each curve as it is chosen", 
     out <- record_wisp(small_counts(), max.fork = workers, fit_only = TRUE, verbose = TRUE)
     curves <- nrow(out$fit$degrees) * ncol(out$fit$degrees)
     expect_gt(curves, 1)
-    expect_true(any(grepl(sprintf("Structure (degrees by BIC): %d curves to fit", curves),
-                          out$said, fixed = TRUE)), label = paste(workers, "worker(s)"))
+    genes <- ncol(out$fit$degrees)
+    for (pass in c("random effects at 0", "random effects held")) {
+      expect_true(any(grepl(sprintf("Structure (degrees by BIC, %s): %d curves to fit", pass,
+                                    curves), out$said, fixed = TRUE)),
+                  label = paste(workers, "worker(s),", pass))
+    }
     updates <- out$events[out$events$type == "update", ]
     stages <- unique(updates$progressor)
-    # The structure selection's progressor (one step per curve), then the fit's.
-    expect_length(stages, 2)
+    # The first pass (one step per curve), the pooled fit (one per gene), the
+    # second pass (one per curve), then the fit of the genes whose degrees
+    # the second pass changed (no progressor when it kept them all).
+    expect_gte(length(stages), 3)
+    expect_lte(length(stages), 4)
     expect_equal(sum(updates$progressor == stages[1]), curves)
+    expect_equal(sum(updates$progressor == stages[2]), genes)
+    expect_equal(sum(updates$progressor == stages[3]), curves)
   }
 })

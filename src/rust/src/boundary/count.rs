@@ -172,7 +172,8 @@ pub(super) fn grid_columns(points: &[GridPoint], observations: usize) -> List {
 /// `effect_prior_sd`, `fixed_sd`
 /// (NULL or point, rate, slope), `fixed_dispersion` (NULL or φ, 0: Poisson), `workers`. `progress(stage, done, total)`
 /// (an R function, or NULL) is told, through a [`Relay`], the number of
-/// curves of the structure selection (stage "structure"), of distinct
+/// curves of the structure selection (stages "structure" and "reselect",
+/// with "warps", the species of the pooled fit between them), of distinct
 /// structures of the grid search (stage "grid") and of species (stage
 /// "fit") before the first fit of each stage (done = 0), and each fit as it
 /// ends; a jump out of it stops the fit and is handed back to R.
@@ -289,16 +290,17 @@ fn count_fit(
     let (mut window, mut cutoff) = (number(&settings, "window")?, number(&settings, "cutoff")?);
     let fixed = fixed_degrees(&numbers(&settings, "degrees")?, curves)?;
     let structure_started = std::time::Instant::now();
-    let (detected, grid, selection) = if method == "likelihood" {
-        let (detected, selections) = pipeline::select_structure(
+    let (detected, grid, selection, fitted) = if method == "likelihood" {
+        let choice = pipeline::select_structure(
             &base,
             &fixed,
             &fit,
             &options,
             interrupted,
-            |done, total| relay.call(pairlist!("structure", done as f64, total as f64)),
+            |stage, done, total| relay.call(pairlist!(stage, done as f64, total as f64)),
         )?;
-        (detected, None, Some(selection_columns(&base, &selections)))
+        let columns = selection_columns(&base, &choice.selections);
+        (choice.detected, None, Some(columns), choice.fitted)
     } else {
         let mut grid = None;
         if fixed.is_empty() && cost != "none" {
@@ -329,12 +331,13 @@ fn count_fit(
         let fixed_degrees = (!fixed.is_empty()).then_some(fixed.as_slice());
         let detected =
             pipeline::structure_of(&base, &detection, fixed_degrees).map_err(Error::input)?;
-        (detected, grid, None)
+        (detected, grid, None, Vec::new())
     };
     let structure_seconds = structure_started.elapsed().as_secs_f64();
     let (plan, outcome) = pipeline::fit_count(
         &base,
         detected,
+        &fitted,
         &fit,
         &options,
         interrupted,

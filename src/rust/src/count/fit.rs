@@ -485,6 +485,21 @@ pub(crate) fn fit_species(
     start: Option<(&SpeciesState, Sigma)>,
     settings: &CountFitSettings,
 ) -> Result<SpeciesFit, String> {
+    fit_species_held(model, species, detected, start, settings, None)
+}
+
+/// [`fit_species`] with the random effects held at `held` (per animal; the
+/// warps of every fixed standard deviation of 0, `settings.fixed_sigma`
+/// must then be all 0): the curves and dispersions are fitted given those
+/// warps, which stay as they are.
+pub(crate) fn fit_species_held(
+    model: &CountModel,
+    species: usize,
+    detected: Option<&DetectedStructure>,
+    start: Option<(&SpeciesState, Sigma)>,
+    settings: &CountFitSettings,
+    held: Option<&[[f64; 3]]>,
+) -> Result<SpeciesFit, String> {
     let mut sigma: Sigma = match (settings.fixed_sigma, start) {
         _ if !model.has_random_effects() => [0.0; 3],
         (Some(fixed), _) => fixed,
@@ -516,6 +531,14 @@ pub(crate) fn fit_species(
                 u[w] = 0.0;
             }
         }
+    }
+    if let Some(held) = held {
+        if settings.fixed_sigma != Some([0.0; 3]) || held.len() != state.u.len() {
+            return Err(
+                "internal: held random effects need one per animal and σ fixed at 0".into(),
+            );
+        }
+        state.u = held.to_vec();
     }
     let (mut iterations, mut evaluations, mut updates) = (0, 0, 0);
     if start.is_none() {

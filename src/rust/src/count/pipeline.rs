@@ -256,28 +256,32 @@ where
 /// Fits every species of a model with a known structure, species in
 /// parallel on the fork engine when `options` allows more than one worker
 /// (one after another in this process otherwise: the results are the same).
-/// `progress(done, total)` is told the number of species before the first
-/// fit (done = 0) and after each fit ends; `interrupted` is polled between
-/// species in this process (and by the engine otherwise).
+/// A species with a fit in `done` (indexed by species; empty: none) keeps
+/// it. `progress(done, total)` is told the number of species to fit before
+/// the first fit (done = 0) and after each fit ends; `interrupted` is
+/// polled between species in this process (and by the engine otherwise).
 pub(crate) fn fit_species_on(
     model: &CountModel,
     detected: &DetectedStructure,
+    done: &[Option<SpeciesFit>],
     settings: &CountFitSettings,
     options: &PoolOptions,
     interrupted: impl FnMut() -> bool,
     progress: impl FnMut(usize, usize),
 ) -> Result<CountEstimate, Error> {
     let species = model.table().shape().species;
-    let fits = run_each(
-        species,
+    let done_of = |s: usize| done.get(s).and_then(Option::as_ref);
+    let to_fit: Vec<usize> = (0..species).filter(|&s| done_of(s).is_none()).collect();
+    let mut new_fits = run_each(
+        to_fit.len(),
         options,
-        |task| fit_one(model, task - 1, Some(detected), None, settings),
+        |task| fit_one(model, to_fit[task - 1], Some(detected), None, settings),
         interrupted,
         progress,
     )?
     .into_iter()
-    .enumerate()
-    .map(|(s, outcome)| match outcome {
+    .zip(&to_fit)
+    .map(|(outcome, &s)| match outcome {
         Ok(fit) => Ok(fit),
         Err(Failure::Task(message)) => Err(Error::input(message)),
         Err(failure) => Err(Error::system(format!(
@@ -285,26 +289,54 @@ pub(crate) fn fit_species_on(
             model.design().species()[s]
         ))),
     })
-    .collect::<Result<Vec<_>, Error>>()?;
+    .collect::<Result<Vec<_>, Error>>()?
+    .into_iter();
+    let fits = (0..species)
+        .map(|s| match done_of(s) {
+            Some(fit) => Ok(fit.clone()),
+            None => new_fits
+                .next()
+                .ok_or_else(|| Error::system("internal: a species fit is missing")),
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
     Ok(CountEstimate { species: fits })
 }
 
+/// The structure step's result under the count likelihood.
+#[derive(Clone, Debug)]
+pub(crate) struct StructureChoice {
+    pub detected: DetectedStructure,
+    /// Every curve's selection, context-major.
+    pub selections: Vec<CurveSelection>,
+    /// Per species, its fit with the random effects estimated where the
+    /// selection already made it with the final structure and change
+    /// points (the pooled fit of the first pass, when the second pass kept
+    /// that species' degrees): the full fit has nothing left to do there.
+    pub fitted: Vec<Option<SpeciesFit>>,
+}
+
 /// Chooses every curve's number of transitions by the count likelihood
-/// (model vignette §12.6). Curves are independent there, so they run in
-/// parallel on the fork engine when `options` allows more than one worker
-/// (in this process otherwise); each curve's choice depends on its own rows
-/// only, so the result is the same for any number of workers. Returns the
-/// chosen structure and every curve's selection, context-major. `fixed`
-/// holds, per curve (context-major), the degree the user fixed or None
-/// (choose it); empty: choose every curve's.
+/// (model vignette §12.6), in two passes when the animals carry random
+/// effects: every curve with the random effects at 0; the whole model
+/// fitted once with the structure so chosen and the random effects
+/// estimated (the pooled fit); every curve again with the random effects
+/// held at the pooled fit's. Curves are independent within a pass, so they
+/// run in parallel on the fork engine when `options` allows more than one
+/// worker (in this process otherwise); each step depends on the rows (and
+/// the pooled fit) only, so the result is the same for any number of
+/// workers. `fixed` holds, per curve (context-major), the degree the user
+/// fixed or None (choose it); empty: choose every curve's.
+/// `progress(stage, done, total)` hears each stage ("structure": the first
+/// pass, "warps": the pooled fit, "reselect": the second pass) as in
+/// [`run_each`].
 pub(crate) fn select_structure(
     base: &CountModel,
     fixed: &[Option<usize>],
     settings: &CountFitSettings,
     options: &PoolOptions,
     interrupted: impl FnMut() -> bool,
-    progress: impl FnMut(usize, usize),
-) -> Result<(DetectedStructure, Vec<CurveSelection>), Error> {
+    progress: impl FnMut(&'static str, usize, usize),
+) -> Result<StructureChoice, Error> {
     let shape = base.table().shape();
     let curves = shape.contexts * shape.species;
     if !fixed.is_empty() && fixed.len() != curves {
@@ -328,50 +360,110 @@ pub(crate) fn select_structure(
                 })?;
         }
     }
-    let select = |curve: usize| {
-        select_curve(
-            base,
-            curve / shape.species,
-            curve % shape.species,
-            fixed_of(curve),
-            settings,
-        )
-    };
     // A few curves per child: a fork costs more than a small curve's
     // selection, and four batches per worker still balance the load.
-    let options = PoolOptions {
+    let batched = PoolOptions {
         tasks_per_child: crate::engine::TasksPerChild::Fixed(
             curves.div_ceil(4 * options.workers.max(1)).max(1),
         ),
         ..options.clone()
     };
-    let selections = run_each(
-        curves,
-        &options,
-        |task| select(task - 1),
-        interrupted,
-        progress,
-    )?
-    .into_iter()
-    .enumerate()
-    .map(|(curve, outcome)| match outcome {
-        Ok(selection) => Ok(selection),
-        Err(Failure::Task(message)) => Err(Error::input(message)),
-        Err(failure) => Err(Error::system(format!(
-            "the structure selection of {} in {} failed: {failure}",
-            base.design().species()[curve % shape.species],
-            base.design().contexts()[curve / shape.species]
-        ))),
+    let mut interrupted = interrupted;
+    let mut progress = progress;
+    let pass = |held: Option<&[Vec<[f64; 3]>]>,
+                interrupted: &mut dyn FnMut() -> bool,
+                progress: &mut dyn FnMut(usize, usize)| {
+        run_each(
+            curves,
+            &batched,
+            |task| {
+                let curve = task - 1;
+                let species = curve % shape.species;
+                select_curve(
+                    base,
+                    curve / shape.species,
+                    species,
+                    fixed_of(curve),
+                    settings,
+                    held.map(|h| h[species].as_slice()),
+                )
+            },
+            interrupted,
+            progress,
+        )?
+        .into_iter()
+        .enumerate()
+        .map(|(curve, outcome)| match outcome {
+            Ok(selection) => Ok(selection),
+            Err(Failure::Task(message)) => Err(Error::input(message)),
+            Err(failure) => Err(Error::system(format!(
+                "the structure selection of {} in {} failed: {failure}",
+                base.design().species()[curve % shape.species],
+                base.design().contexts()[curve / shape.species]
+            ))),
+        })
+        .collect::<Result<Vec<CurveSelection>, Error>>()
+    };
+    let first = pass(None, &mut interrupted, &mut |done, total| {
+        progress("structure", done, total)
+    })?;
+    let first_detected = selected_structure(base, &first).map_err(Error::input)?;
+    let all_fixed = (0..curves).all(|curve| fixed_of(curve).is_some());
+    if !base.has_random_effects() || all_fixed {
+        return Ok(StructureChoice {
+            detected: first_detected,
+            selections: first,
+            fitted: vec![None; shape.species],
+        });
+    }
+    // The random effects couple a species' curves through its animals'
+    // warps: estimated once with the first choice, then held while every
+    // curve is chosen again (model vignette §12.6).
+    let model = base
+        .with_structure(first_detected.structure.clone())
+        .map_err(Error::input)?;
+    let none_done = vec![None; shape.species];
+    let pooled = fit_species_on(
+        &model,
+        &first_detected,
+        &none_done,
+        settings,
+        options,
+        &mut interrupted,
+        |done, total| progress("warps", done, total),
+    )?;
+    let held: Vec<Vec<[f64; 3]>> = pooled.species.iter().map(|f| f.state.u.clone()).collect();
+    let selections = pass(Some(&held), &mut interrupted, &mut |done, total| {
+        progress("reselect", done, total)
+    })?;
+    let mut detected = selected_structure(base, &selections).map_err(Error::input)?;
+    // A species whose degrees the second pass kept is fitted already: the
+    // full fit of that species from the first pass's change points is the
+    // pooled fit.
+    let mut fitted = vec![None; shape.species];
+    for (s, fit) in pooled.species.into_iter().enumerate() {
+        let kept = (0..shape.contexts)
+            .all(|c| detected.structure.degree(c, s) == first_detected.structure.degree(c, s));
+        if kept {
+            for c in 0..shape.contexts {
+                let curve = c * shape.species + s;
+                detected.change_points[curve] = first_detected.change_points[curve].clone();
+            }
+            fitted[s] = Some(fit);
+        }
+    }
+    Ok(StructureChoice {
+        detected,
+        selections,
+        fitted,
     })
-    .collect::<Result<Vec<CurveSelection>, Error>>()?;
-    let detected = selected_structure(base, &selections).map_err(Error::input)?;
-    Ok((detected, selections))
 }
 
 /// The full-data fit: structure, fit, and the plan that keeps them.
 pub(crate) fn fit_count(
     base: &CountModel,
     detected: DetectedStructure,
+    fitted: &[Option<SpeciesFit>],
     settings: &CountFitSettings,
     options: &PoolOptions,
     interrupted: impl FnMut() -> bool,
@@ -381,7 +473,15 @@ pub(crate) fn fit_count(
     let model = base
         .with_structure(detected.structure.clone())
         .map_err(Error::input)?;
-    let estimate = fit_species_on(&model, &detected, settings, options, interrupted, progress)?;
+    let estimate = fit_species_on(
+        &model,
+        &detected,
+        fitted,
+        settings,
+        options,
+        interrupted,
+        progress,
+    )?;
     let summary = summarise(&model, &estimate).map_err(Error::input)?;
     let seconds = started.elapsed().as_secs_f64();
     let memory = crate::engine::procmem::snapshot_self();

@@ -9,12 +9,14 @@
 //! breaks shared by the treatments, and each treatment's own; the better
 //! fit of the two starts is the candidate. The winner's next lower degree
 //! is refitted from the winner's points less one (see [`refine_downwards`]).
-//! The random effects are held at 0 while selecting, so curves are
-//! independent of each other and the selection of a curve depends on its
-//! own rows only (the same for any worker count).
+//! The random effects are held fixed while selecting — at 0 in the first
+//! pass, at a pooled fit's in the second (see
+//! [`super::pipeline::select_structure`]) — so curves are independent of
+//! each other and the selection of a curve depends on its own rows (and
+//! the held warps) only, the same for any worker count.
 
 use super::curve::CurveValues;
-use super::fit::{fit_species, CountFitSettings};
+use super::fit::{fit_species_held, CountFitSettings};
 use super::CountModel;
 use crate::structure::DetectedStructure;
 use serde::{Deserialize, Serialize};
@@ -239,7 +241,8 @@ impl Segmentation {
 }
 
 /// Fits curve (context, species) of `model` with `degree` transitions
-/// started at `points` (per treatment), random effects at 0.
+/// started at `points` (per treatment), random effects at 0 or held at
+/// `held` (per animal).
 fn fit_candidate(
     model: &CountModel,
     context: usize,
@@ -247,19 +250,22 @@ fn fit_candidate(
     degree: usize,
     points: &[Vec<f64>],
     settings: &CountFitSettings,
+    held: Option<&[[f64; 3]]>,
 ) -> Result<(Candidate, usize), String> {
     let curve = model.curve_model(context, species, degree)?;
     let start = DetectedStructure {
         structure: curve.structure().clone(),
         change_points: vec![points.to_vec()],
     };
-    // The random effects couple a species' curves; at 0 every curve is a
-    // problem of its own (model vignette §12.6).
+    // The random effects couple a species' curves; held fixed (at 0, or at
+    // the pooled fit's) every curve is a problem of its own (model vignette
+    // §12.6).
     let settings = CountFitSettings {
         fixed_sigma: Some([0.0; 3]),
         ..*settings
     };
-    let fit = fit_species(&curve, 0, Some(&start), None, &settings)?;
+    let held = held.filter(|_| curve.has_random_effects());
+    let fit = fit_species_held(&curve, 0, Some(&start), None, &settings, held)?;
     let observations = curve.table().observed_row_count();
     let estimated_curves = fit
         .curve_informed
@@ -306,6 +312,7 @@ pub(crate) fn select_curve(
     species: usize,
     fixed: Option<usize>,
     settings: &CountFitSettings,
+    held: Option<&[[f64; 3]]>,
 ) -> Result<CurveSelection, String> {
     let bins = model.table().shape().bins;
     let gap = model.point_gap();
@@ -364,7 +371,7 @@ pub(crate) fn select_curve(
         let mut best: Option<Candidate> = None;
         let mut first_failure = None;
         for start in &starts {
-            match fit_candidate(model, context, species, degree, start, settings) {
+            match fit_candidate(model, context, species, degree, start, settings, held) {
                 Ok((candidate, n)) => {
                     observations = n;
                     let better = best.as_ref().is_none_or(|b| {
@@ -402,7 +409,15 @@ pub(crate) fn select_curve(
         }
     }
     if fixed.is_none() {
-        chosen = refine_downwards(model, context, species, settings, &mut candidates, chosen);
+        chosen = refine_downwards(
+            model,
+            context,
+            species,
+            settings,
+            held,
+            &mut candidates,
+            chosen,
+        );
     }
     Ok(CurveSelection {
         context,
@@ -425,6 +440,7 @@ fn refine_downwards(
     context: usize,
     species: usize,
     settings: &CountFitSettings,
+    held: Option<&[[f64; 3]]>,
     candidates: &mut [Candidate],
     mut chosen: usize,
 ) -> usize {
@@ -449,7 +465,7 @@ fn refine_downwards(
                 })
                 .collect();
             if let Ok((candidate, _)) =
-                fit_candidate(model, context, species, lower, &start, settings)
+                fit_candidate(model, context, species, lower, &start, settings, held)
             {
                 let current = candidates[lower].negative_log_likelihood;
                 if candidate.negative_log_likelihood < current || !current.is_finite() {
@@ -573,7 +589,7 @@ mod tests {
             let (model, truth) = simulate(&spec, seed);
             for s in 0..2 {
                 let selection =
-                    select_curve(&model, 0, s, None, &CountFitSettings::default()).unwrap();
+                    select_curve(&model, 0, s, None, &CountFitSettings::default(), None).unwrap();
                 assert_eq!(selection.degree(), degrees[s], "{selection:?}");
                 assert!(selection.margin() > 10.0, "{selection:?}");
                 let chosen = &selection.candidates[selection.chosen];
@@ -597,7 +613,8 @@ mod tests {
         };
         let (model, _) = simulate(&spec, 5);
         // Fixed at 2 where the truth has 1: respected, with 2 points per treatment.
-        let selection = select_curve(&model, 0, 0, Some(2), &CountFitSettings::default()).unwrap();
+        let selection =
+            select_curve(&model, 0, 0, Some(2), &CountFitSettings::default(), None).unwrap();
         assert!(selection.fixed);
         assert_eq!(selection.candidates.len(), 1);
         assert_eq!(selection.degree(), 2);
@@ -606,7 +623,7 @@ mod tests {
         assert_eq!(detected.structure.degrees(), &[2]);
         assert!(detected.change_points[0].iter().all(|p| p.len() == 2));
         // More transitions than the bins have room for: an error, not a panic.
-        assert!(select_curve(&model, 0, 0, Some(21), &CountFitSettings::default()).is_err());
+        assert!(select_curve(&model, 0, 0, Some(21), &CountFitSettings::default(), None).is_err());
     }
 
     #[test]
@@ -633,20 +650,49 @@ mod tests {
                 &CountFitSettings::default(),
                 &options,
                 || false,
-                |done, total| reports.push((done, total)),
+                |stage, done, total| reports.push((stage, done, total)),
             )
             .unwrap();
-            // Progress: 0 of 4 before any work, then each curve as it ends.
-            assert_eq!(reports, (0..=4).map(|done| (done, 4)).collect::<Vec<_>>());
+            // Progress: per stage, 0 before any work, then each task as it
+            // ends: the 4 curves, the 2 species' pooled fit, the 4 curves again.
+            let expected: Vec<(&str, usize, usize)> =
+                [("structure", 4), ("warps", 2), ("reselect", 4)]
+                    .into_iter()
+                    .flat_map(|(stage, total)| (0..=total).map(move |done| (stage, done, total)))
+                    .collect();
+            assert_eq!(reports, expected);
             result
         };
-        let (one_structure, one) = run(1);
-        let (two_structure, two) = run(2);
-        assert_eq!(one, two);
-        assert_eq!(one_structure.structure, two_structure.structure);
-        assert_eq!(one_structure.change_points, two_structure.change_points);
-        assert_eq!(one_structure.structure.degrees(), &[0, 1, 1, 1]);
-        assert!(one[2].fixed && !one[0].fixed);
+        let one = run(1);
+        let two = run(2);
+        assert_eq!(one.selections, two.selections);
+        assert_eq!(one.fitted, two.fitted);
+        assert_eq!(one.detected.structure, two.detected.structure);
+        assert_eq!(one.detected.change_points, two.detected.change_points);
+        assert_eq!(one.detected.structure.degrees(), &[0, 1, 1, 1]);
+        assert!(one.selections[2].fixed && !one.selections[0].fixed);
+        // A species the second pass left as it was keeps the pooled fit,
+        // which is the full fit of that species from the change points
+        // handed on (the same as fitting it afresh).
+        let chosen = model
+            .with_structure(one.detected.structure.clone())
+            .unwrap();
+        let mut kept = 0;
+        for (s, fit) in one.fitted.iter().enumerate() {
+            if let Some(fit) = fit {
+                let fresh = super::super::fit::fit_species(
+                    &chosen,
+                    s,
+                    Some(&one.detected),
+                    None,
+                    &CountFitSettings::default(),
+                )
+                .unwrap();
+                assert_eq!(fit, &fresh);
+                kept += 1;
+            }
+        }
+        assert!(kept > 0);
         // A wrong number of fixed entries is an input error.
         let options = crate::engine::PoolOptions::default();
         let wrong = super::super::pipeline::select_structure(
@@ -655,7 +701,7 @@ mod tests {
             &CountFitSettings::default(),
             &options,
             || false,
-            |_, _| {},
+            |_, _, _| {},
         );
         assert!(wrong.is_err());
     }
