@@ -296,6 +296,32 @@ pub(crate) struct SpeciesProblem<'m> {
 /// factorisation in double precision resolves.
 pub(crate) const HELD_PRECISION: f64 = 1e8;
 
+/// Adds `scale` × row `a` of the T × T matrix `matrix` to the Hessian
+/// entries that couple unknown `i` of treatment a's curve in context `c`
+/// with unknown `i` of every estimated curve of that context (the effect
+/// prior's and the held penalty's curvature).
+fn add_across_treatments(
+    layout: &SpeciesLayout,
+    hessian: &mut BorderedMatrix,
+    c: usize,
+    a: usize,
+    i: usize,
+    scale: f64,
+    matrix: &[f64],
+) {
+    let treatments = layout.treatments;
+    let (block, start_a) = curve_block(layout, c * treatments + a);
+    let size = layout.block_sizes[block];
+    for b in 0..treatments {
+        if layout.curve_offsets[c * treatments + b].is_none() {
+            continue;
+        }
+        let (_, start_b) = curve_block(layout, c * treatments + b);
+        hessian.blocks[block][(start_a + i) * size + start_b + i] +=
+            scale * matrix[a * treatments + b];
+    }
+}
+
 /// Σ_{j in held} w_j w_jᵀ, w_j row j of W⁻¹ (row-major, T × T).
 fn effect_gram(inverse_weights: &[f64], treatments: usize, effects: &[usize]) -> Vec<f64> {
     let mut gram = vec![0.0; treatments * treatments];
@@ -553,16 +579,7 @@ impl<'m> SpeciesProblem<'m> {
                         continue;
                     };
                     gradient[offset + i] += HELD_PRECISION * pulled;
-                    let (block, start_a) = curve_block(layout, c * treatments + a);
-                    let size = layout.block_sizes[block];
-                    for b in 0..treatments {
-                        if layout.curve_offsets[c * treatments + b].is_none() {
-                            continue;
-                        }
-                        let (_, start_b) = curve_block(layout, c * treatments + b);
-                        hessian.blocks[block][(start_a + i) * size + start_b + i] +=
-                            HELD_PRECISION * gram[a * treatments + b];
-                    }
+                    add_across_treatments(layout, hessian, c, a, i, HELD_PRECISION, gram);
                 }
             }
         }
@@ -781,16 +798,7 @@ impl<'m> SpeciesProblem<'m> {
                     } else {
                         gradient[offset + i] += precision * pulled[a];
                     }
-                    let (block, start_a) = curve_block(layout, c * treatments + a);
-                    let size = layout.block_sizes[block];
-                    for b in 0..treatments {
-                        if layout.curve_offsets[c * treatments + b].is_none() {
-                            continue;
-                        }
-                        let (_, start_b) = curve_block(layout, c * treatments + b);
-                        hessian.blocks[block][(start_a + i) * size + start_b + i] +=
-                            curvature * effects[a * treatments + b];
-                    }
+                    add_across_treatments(layout, hessian, c, a, i, curvature, effects);
                 }
             }
         }
