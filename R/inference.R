@@ -154,9 +154,9 @@ wisp_covariance <- function(fit) {
 # Satterthwaite's approximation gives df = (animals - groups) (V / V_between)^2:
 # animals - groups when the animals' spread dominates, growing to Inf
 # (normal quantiles) as it vanishes. Effects within animals get Inf.
-# `variance` and `within` are the effects' V and V_within (NULL: the
-# df is animals - groups for every between-animal effect).
-wald_degrees_of_freedom <- function(fit, variance = NULL, within = NULL) {
+# `variance` and `within` are every parameter's V and V_within; where
+# either is unavailable the df is animals - groups.
+wald_degrees_of_freedom <- function(fit, variance, within) {
   p <- fit$parameters
   df <- rep(Inf, nrow(p))
   between <- fit$design$between
@@ -173,12 +173,8 @@ wald_degrees_of_freedom <- function(fit, variance = NULL, within = NULL) {
   }, logical(1))
   at <- which(p$role %in% c("baseline", "beta") & !is.na(p$treatment))
   at <- at[is_between[p$treatment[at]] %in% TRUE]
-  df[at] <- between_df
-  if (!is.null(variance) && !is.null(within)) {
-    satterthwaite <- satterthwaite_df(variance[at], within[at], between_df)
-    known <- !is.na(satterthwaite)
-    df[at[known]] <- satterthwaite[known]
-  }
+  satterthwaite <- satterthwaite_df(variance[at], within[at], between_df)
+  df[at] <- ifelse(is.na(satterthwaite), between_df, satterthwaite)
   df
 }
 
