@@ -30,7 +30,12 @@
 #' it.
 #'
 #' Warnings: `wisp_checkpoint_warning` when a checkpoint had damaged frames
-#' (they are dropped and their replicates run again) or could not be written.
+#' (they are dropped and their replicates run again) or could not be written;
+#' `wisp_design_warning` from [wisp()] when its Wald tests of transition
+#' points are outside the designs where they were found calibrated (fewer
+#' than 5 animals per group). Silence the latter, once read, with
+#' `withCallingHandlers(wisp(...), wisp_design_warning = function(w)
+#' invokeRestart("muffleWarning"))`.
 #'
 #' @name wisp_conditions
 #' @examples

@@ -356,7 +356,7 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
                           format.pval(tab$p.value.adj, digits = 2, eps = 1e-4))
     shown$sig <- tab$significance
     how <- if (identical(x$method, "wald")) {
-      "Wald tests; t quantiles for between-animal effects"
+      "Wald tests; t quantiles for between-animal effects, slope effects on the log-ratio scale"
     } else if (identical(x$method, "centred")) {
       sprintf("bootstrap: %s; the original's centred p-values, intervals at adjusted levels",
               count_noun(as.integer(x$replicates), "replicate"))

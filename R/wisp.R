@@ -7,7 +7,11 @@
 #' detected from the data first (likelihood-ratio change points, optionally
 #' tuned by a grid search), or fixed with `degrees`. The fixed effects are
 #' then tested: by Wald tests from the fit (the default), or from bootstrap
-#' replicates with `bootstraps.num > 0`.
+#' replicates with `bootstraps.num > 0`. The Wald tests kept their promise
+#' (95 % coverage, 5 % false positives) in the calibration benchmark from 5
+#' animals per group; with fewer, the tests of transition points were
+#' anti-conservative, and `wisp()` says so with a warning of class
+#' `wisp_design_warning` (`vignette("inference", package = "wispack")`).
 #'
 #' The signature and argument order are those of the original `wispack`
 #' (v2.4), so existing calls keep working; `degrees` is new. MCMC is not
@@ -358,6 +362,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
     say("Statistics need a bootstrap: call wisp(..., bootstraps.num = 1000) or bs_batch() on this fit.")
   } else if (!fit_only) {
     result <- wisp_statistics(result, method = "wald")
+    warn_wald_small_design(result, call)
   }
   print_wisp_plots(result)
   result

@@ -17,7 +17,9 @@
 #
 # Usage (from the repository root, with wispack installed):
 #   Rscript benchmarks/calibration.R quick     # 6 data sets per design, 49 replicates
-#   Rscript benchmarks/calibration.R full      # 30 data sets per design, 199 replicates
+#   Rscript benchmarks/calibration.R full      # 30 data sets per design with 199
+#                                              # replicates per bootstrap; the Wald
+#                                              # rows on 100 data sets per design
 #   Rscript benchmarks/calibration.R summary   # tables from what has been computed
 # Stages are resumable: every (data set, method) result is kept in
 # benchmarks/out/calibration/<mode>/ and skipped when it exists.
@@ -29,8 +31,8 @@ stopifnot(mode %in% c("quick", "full", "summary"))
 suppressPackageStartupMessages(library(wispack))
 
 settings <- list(
-  quick = list(datasets = 6L, replicates = 49L, original_datasets = 3L),
-  full = list(datasets = 30L, replicates = 199L, original_datasets = 12L)
+  quick = list(datasets = 6L, wald_datasets = 6L, replicates = 49L, original_datasets = 3L),
+  full = list(datasets = 30L, wald_datasets = 100L, replicates = 199L, original_datasets = 12L)
 )
 animals_per_group <- c(3L, 5L, 8L)
 alpha <- 0.05
@@ -105,6 +107,9 @@ run_dataset <- function(animals, k, config, dir) {
     rows$converged <- fit$fit.diagnostics$converged
     rows
   })
+  # The Wald rows cost a fit each, so they use more data sets than the
+  # bootstrap rows (whose replicates cost 200 fits each).
+  if (k > config$datasets) return(invisible())
   for (scheme in c("animals", "parametric", "cells")) {
     run_method(path(paste0("nb_", scheme)), function() {
       fit <- nb()
@@ -234,10 +239,11 @@ if (mode != "summary") {
   config <- settings[[mode]]
   dir <- out_dir(mode)
   dir.create(dir, recursive = TRUE, showWarnings = FALSE)
-  for (k in seq_len(config$datasets)) {
+  total <- max(config$datasets, config$wald_datasets)
+  for (k in seq_len(total)) {
     for (animals in animals_per_group) {
       cat(sprintf("[%s] %d animals per group, data set %d/%d\n", format(Sys.time(), "%H:%M:%S"),
-                  animals, k, config$datasets))
+                  animals, k, total))
       run_dataset(animals, k, config, dir)
     }
   }

@@ -25,3 +25,10 @@ small_fit_original <- once(function() {
 
 # The likelihood of a fit, to label expectations that loop over both.
 fit_label <- function(fit) if (is.null(fit$likelihood)) "original" else fit$likelihood
+
+# Evaluates `expr` with wisp()'s design warning (Wald tests of points below
+# 5 animals per group, tested in test-inference.R) muffled, for tests that
+# check that nothing else is said.
+without_design_warning <- function(expr) {
+  withCallingHandlers(expr, wisp_design_warning = function(w) invokeRestart("muffleWarning"))
+}

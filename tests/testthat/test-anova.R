@@ -109,8 +109,8 @@ test_that("a reduced model that the data contradict still converges", {
     gene <- data[data$species == "gene3", ]
     degrees <- attr(data, "truth")$degrees[, "gene3", drop = FALSE]
     full <- wisp(gene, degrees = degrees, verbose = FALSE)
-    reduced <- expect_silent(wisp(gene, degrees = degrees, verbose = FALSE,
-                                  model.settings = list(trtKO = "genotype")))
+    reduced <- expect_silent(without_design_warning(
+      wisp(gene, degrees = degrees, verbose = FALSE, model.settings = list(trtKO = "genotype"))))
     expect_true(reduced$fit.diagnostics$converged)
     expect_lt(as.numeric(logLik(reduced)), as.numeric(logLik(full)))
   }

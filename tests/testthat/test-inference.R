@@ -48,3 +48,49 @@ test_that("Holm's resolution says when a bootstrap is too small to reject", {
   expect_true(wispack:::bootstrap_resolution(999, 20, 0.05)$holm_can_reject)
   expect_equal(wispack:::bootstrap_resolution(10, 20, 0.05)$needed, 799)
 })
+
+test_that("wisp() warns when its Wald tests of points are outside the calibrated designs", {
+  design <- function(animals) {
+    wisp_design(between = list(genotype = c("KO", "WT")),
+                within = list(hemisphere = c("left", "right")), animals.per.group = animals)
+  }
+  few <- wisp_simulate(design = design(3), n.genes = 1, n.bins = 30, degrees = 1L, seed = 5)
+  caught <- NULL
+  fit <- withCallingHandlers(
+    wisp(few, degrees = 1L, model.settings = list(LRO_cost = "none"), verbose = FALSE),
+    wisp_design_warning = function(w) {
+      caught <<- w
+      invokeRestart("muffleWarning")
+    })
+  expect_s3_class(caught, "warning")
+  expect_match(conditionMessage(caught), "calibrated from 5 animals per group; this fit's smallest group has 3")
+  expect_match(conditionMessage(caught), "resample = \"parametric\"", fixed = TRUE)
+  # The benchmark's figures for 3 animals per genotype, from the shipped table.
+  table <- utils::read.csv(system.file("extdata", "calibration.csv", package = "wispack"))
+  row <- table[table$likelihood == "nb" & table$method == "wald" & table$structure == "true" &
+                 table$animals == 3 & table$component == "tpoint", ]
+  expect_identical(nrow(row), 1L)
+  expect_match(conditionMessage(caught), sprintf("%.1f %% of true-null tpoint effects had p < 0.05",
+                                                 100 * row$false_positive), fixed = TRUE)
+  expect_match(conditionMessage(caught), sprintf("covered %.1f %%", 100 * row$coverage), fixed = TRUE)
+  # The fit was tested all the same.
+  expect_true(any(!is.na(fit$stats$parameters$p.value)))
+
+  # No statistics (fit_only), no transitions (no points to test), or 5
+  # animals per group: no such warning.
+  quiet <- function(expr) {
+    classes <- character()
+    withCallingHandlers(expr, warning = function(w) {
+      classes <<- c(classes, class(w))
+      invokeRestart("muffleWarning")
+    })
+    "wisp_design_warning" %in% classes
+  }
+  expect_false(quiet(wisp(few, degrees = 1L, fit_only = TRUE, verbose = FALSE,
+                          model.settings = list(LRO_cost = "none"))))
+  expect_false(quiet(wisp(few, degrees = 0L, verbose = FALSE,
+                          model.settings = list(LRO_cost = "none"))))
+  enough <- wisp_simulate(design = design(5), n.genes = 1, n.bins = 30, degrees = 1L, seed = 5)
+  expect_false(quiet(wisp(enough, degrees = 1L, verbose = FALSE,
+                          model.settings = list(LRO_cost = "none"))))
+})

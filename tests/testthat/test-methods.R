@@ -34,6 +34,34 @@ observed_count_rows <- function(counts) {
   nrow(unique(counts[c("ran", "context", "hemisphere", "bin")])) * length(unique(counts$species))
 }
 
+# A slope effect's Wald test by hand (model vignette §15.1): with z the
+# treatments' slopes (W times the curve's baseline and effects) and w the
+# effect's row of W^-1, P and N are the sums of w_t z_t over the positive and
+# of |w_t| z_t over the negative weights; rho = log(P / N) has the delta-method
+# variance g' Cov(z) g with g_t = w_t / P (w_t > 0) or w_t / N (w_t < 0);
+# the interval of rho maps back through 2 sqrt(P N) sinh(rho / 2).
+slope_ratio_by_hand <- function(fit, name, level, df = Inf) {
+  p <- fit$parameters
+  at <- match(name, p$name)
+  curve <- p$name[p$species == p$species[at] & p$context == p$context[at] &
+                    p$block == p$block[at] & p$component == "tslope" &
+                    p$role %in% c("baseline", "beta")]
+  curve <- curve[order(match(p$treatment[match(curve, p$name)], fit$treatment$names))]
+  W <- fit$weight.matrix
+  z <- drop(W %*% coef(fit, "fixed")[curve])
+  covariance <- W %*% vcov(fit)[curve, curve] %*% t(W)
+  w <- solve(W)[match(name, curve), ]
+  P <- sum((w * z)[w > 0])
+  N <- -sum((w * z)[w < 0])
+  g <- ifelse(w > 0, w / P, ifelse(w < 0, w / N, 0))
+  rho <- log(P / N)
+  se <- sqrt(drop(t(g) %*% covariance %*% g))
+  q <- if (is.finite(df)) stats::qt(1 - (1 - level) / 2, df) else stats::qnorm(1 - (1 - level) / 2)
+  list(p.value = if (is.finite(df)) 2 * stats::pt(-abs(rho / se), df) else 2 * stats::pnorm(-abs(rho / se)),
+       lower = 2 * sqrt(P * N) * sinh((rho - q * se) / 2),
+       upper = 2 * sqrt(P * N) * sinh((rho + q * se) / 2))
+}
+
 # Wald statistics of a count fit's fixed effects by hand, from vcov() and the
 # definitions of R/inference.R. Hemisphere varies within animals, so every
 # quantile is normal.
@@ -42,13 +70,23 @@ wald_by_hand <- function(fit, level = 0.95) {
   variance <- diag(vcov(fit))[names(estimate)]
   se <- ifelse(is.finite(variance) & variance > 0, sqrt(variance), NA_real_)
   z <- stats::qnorm(1 - (1 - level) / 2)
-  beta <- fit$parameters$role[match(names(estimate), fit$parameters$name)] == "beta"
+  parameters <- fit$parameters[match(names(estimate), fit$parameters$name), ]
+  beta <- parameters$role == "beta"
   p <- ifelse(beta & !is.na(se), 2 * stats::pnorm(-abs(estimate / se)), NA_real_)
+  lower <- estimate - z * se
+  upper <- estimate + z * se
+  for (i in which(beta & parameters$component == "tslope" & !is.na(se))) {
+    ratio <- slope_ratio_by_hand(fit, names(estimate)[i], level)
+    p[i] <- ratio$p.value
+    lower[i] <- ratio$lower
+    upper[i] <- ratio$upper
+  }
   adjusted <- rep(NA_real_, length(p))
   adjusted[!is.na(p)] <- stats::p.adjust(p[!is.na(p)], "holm")
   data.frame(parameter = names(estimate), estimate = unname(estimate), se = unname(se),
-             lower = unname(estimate - z * se), upper = unname(estimate + z * se),
-             p.value = unname(p), p.value.adj = adjusted, stringsAsFactors = FALSE)
+             lower = unname(lower), upper = unname(upper),
+             p.value = unname(p), p.value.adj = adjusted, component = parameters$component,
+             stringsAsFactors = FALSE)
 }
 
 # The replicates the statistics of a bootstrapped fit use: the converged
@@ -218,8 +256,13 @@ test_that("confint.wisp gives Wald intervals for the count likelihood", {
   beta <- names(coef(fit, "beta"))
   ci90 <- confint(fit, beta, level = 0.9)
   expect_identical(colnames(ci90), c("5 %", "95 %"))
-  expect_equal(unname(ci90[, 1]), wald$lower[match(beta, wald$parameter)] +
-                 (stats::qnorm(0.975) - stats::qnorm(0.95)) * wald$se[match(beta, wald$parameter)])
+  wald90 <- wald_by_hand(fit, 0.9)
+  expect_equal(unname(ci90[, 1]), wald90$lower[match(beta, wald90$parameter)])
+  # Outside the slopes the interval is estimate +/- quantile x SE.
+  linear <- wald$component[match(beta, wald$parameter)] != "tslope"
+  expect_gt(sum(!linear & !is.na(ci90[, 1])), 0)
+  expect_equal(unname(ci90[linear, 1]), wald$lower[match(beta, wald$parameter)][linear] +
+                 (stats::qnorm(0.975) - stats::qnorm(0.95)) * wald$se[match(beta, wald$parameter)][linear])
   expect_identical(confint(fit, 2:3), ci[2:3, , drop = FALSE])
   expect_error(confint(fit, method = "bootstrap"), class = "wisp_input_error")
   expect_error(confint(fit, "not a parameter"), class = "wisp_input_error")
@@ -240,7 +283,8 @@ test_that("Wald intervals of between-animal effects use t quantiles with Sattert
   expect_true(all(tapply(counts$genotype, counts$ran, function(g) length(unique(g))) == 1))
   df <- length(unique(counts$ran)) - length(unique(counts$genotype))
   expect_identical(df, 2L)
-  fit <- expect_silent(wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE))
+  fit <- expect_silent(without_design_warning(
+    wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)))
   # WT and left are the reference levels (given first), so "KO" changes only
   # the genotype; "right" and "KO:right" change the hemisphere, within
   # animals.
@@ -259,13 +303,22 @@ test_that("Wald intervals of between-animal effects use t quantiles with Sattert
   ddf <- s$df
   quantile <- ifelse(is.finite(ddf), stats::qt(0.975, ddf), stats::qnorm(0.975))
   ci <- confint(fit, method = "wald")
-  expect_equal(unname(ci[, 1]), unname(estimate - quantile * se))
-  expect_equal(unname(ci[, 2]), unname(estimate + quantile * se))
+  linear <- p$component != "tslope"
+  expect_equal(unname(ci[linear, 1]), unname(estimate - quantile * se)[linear])
+  expect_equal(unname(ci[linear, 2]), unname(estimate + quantile * se)[linear])
   statistic <- estimate / se
   p_value <- ifelse(is.finite(ddf), 2 * stats::pt(-abs(statistic), ddf),
                     2 * stats::pnorm(-abs(statistic)))
   beta <- p$role == "beta"
-  expect_equal(s$p.value[beta], unname(p_value[beta]))
+  expect_equal(s$p.value[beta & linear], unname(p_value[beta & linear]))
+  # Slope effects: the same df on the log-ratio scale.
+  slopes <- which(beta & !linear & !is.na(se))
+  expect_gt(sum(between[slopes]), 0)
+  for (i in slopes) {
+    ratio <- slope_ratio_by_hand(fit, names(estimate)[i], 0.95, ddf[i])
+    expect_equal(s$p.value[i], ratio$p.value)
+    expect_equal(unname(ci[i, ]), c(ratio$lower, ratio$upper))
+  }
 
   # The df of the rate effects of genotype, computed here from a Hessian of J
   # by central differences of its gradient: V = g' H^-1 g with g the
@@ -300,6 +353,20 @@ test_that("Wald intervals of between-animal effects use t quantiles with Sattert
     within <- drop(g[!random] %*% solve(hessian[!random, !random], g[!random]))
     expect_equal(unname(variance[j]), v, tolerance = 1e-4)
     expect_equal(s$df[j], df * (v / (v - within))^2, tolerance = 1e-3)
+  }
+})
+
+test_that("every Wald test agrees with its interval, slopes' log-ratio tests included", {
+  fit <- methods_fit()
+  for (level in c(0.8, 0.95, 0.99)) {
+    s <- wisp_statistics(fit, method = "wald", level = level, adjustment = "none")$stats$parameters
+    tested <- !is.na(s$p.value)
+    slopes <- tested & grepl("^beta_tslope", s$parameter)
+    expect_gt(sum(slopes), 0)
+    excludes <- s$CI.low > 0 | s$CI.high < 0
+    expect_identical(s$p.value[tested] < 1 - level, excludes[tested], info = paste(level))
+    # The sinh map sends rho-hat to the estimate, so the interval holds it.
+    expect_true(all(s$CI.low[slopes] < s$estimate[slopes] & s$estimate[slopes] < s$CI.high[slopes]))
   }
 })
 
