@@ -4,8 +4,8 @@
 //! A worker is one of two kinds ([`WorkerKind`]):
 //!
 //! - a forked child process ([`fork`], Unix only, the default there): by
-//!   default ([`TasksPerChild::Fed`]) the parent forks at most `workers`
-//!   children once per run and feeds each one task number at a time over a
+//!   default ([`TasksPerChild::Fed`]) the parent forks `workers` children
+//!   once per run (and one more for each that dies) and feeds each one task number at a time over a
 //!   command pipe, the next as soon as the child reports the last, so no
 //!   worker idles while tasks wait and a child never holds more than the one
 //!   task it is running; with [`TasksPerChild::Fixed`] each child gets a
@@ -70,11 +70,12 @@ pub(crate) enum TasksPerChild {
     /// Exactly this many, given at fork (fewer for the last child when tasks
     /// run out); then a fresh child.
     Fixed(usize),
-    /// Long-lived workers fed one task at a time: at most `workers` children
-    /// per run, each sent its next task as soon as it reports the last, and
-    /// told to leave (end of file on its command pipe) when none is left. A
-    /// child that dies fails the one task it was running, and a new child
-    /// takes its place for the tasks that remain.
+    /// Long-lived workers fed one task at a time: `workers` children per run
+    /// (fewer when there are fewer tasks), each sent its next task as soon
+    /// as it reports the last, and told to leave (end of file on its
+    /// command pipe) when none is left. A child that dies fails the one
+    /// task it was running, and a new child takes its place for the tasks
+    /// that remain.
     Fed,
 }
 
