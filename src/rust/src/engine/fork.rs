@@ -3,7 +3,7 @@
 //! also read their tasks, one at a time, from a command pipe.
 
 use super::{
-    frame, panic_message, procmem, Failure, MemoryReport, MemorySnapshot, PoolError, PoolOptions,
+    frame, procmem, run_caught, Failure, MemoryReport, MemorySnapshot, PoolError, PoolOptions,
     Records, Schedule, TaskContext, TaskRecord, TasksPerChild, POLL_INTERVAL,
 };
 use nix::errno::Errno;
@@ -18,7 +18,6 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 /// What a child writes to its result pipe.
@@ -425,13 +424,14 @@ where
                 // this process never uses again.
                 unsafe { libc::close(fd) };
             }
-            let status = match command_pipe {
+            let tasks = match command_pipe {
                 Some((commands, parent_end)) => {
                     drop(parent_end);
-                    run_fed_child(options, task, write_end, commands, parent_pid)
+                    ChildTasks::Fed(commands)
                 }
-                None => run_in_child(batch, options, task, write_end, parent_pid),
+                None => ChildTasks::Batch(batch),
             };
+            let status = run_in_child(tasks, options, task, write_end, parent_pid);
             // SAFETY: `_exit` skips atexit handlers and stdio flushing, which belong to R.
             unsafe { libc::_exit(status) }
         }
@@ -468,12 +468,7 @@ where
     F: Fn(TaskContext) -> Result<T, String>,
 {
     let started = Instant::now();
-    let context = TaskContext { task: number };
-    let outcome = match catch_unwind(AssertUnwindSafe(|| task(context))) {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(message)) => Err(Failure::Task(message)),
-        Err(payload) => Err(Failure::Panic(panic_message(payload.as_ref()))),
-    };
+    let outcome = run_caught(task, TaskContext { task: number });
     ChildMessage::Report(ChildReport {
         task: number,
         outcome,
@@ -499,39 +494,21 @@ fn memory_reader(all: bool) -> fn() -> MemorySnapshot {
     }
 }
 
-/// A child with a fixed batch of tasks.
-fn run_in_child<T, F>(
-    batch: &[usize],
-    options: &PoolOptions,
-    task: &F,
-    write_end: OwnedFd,
-    parent_pid: Pid,
-) -> i32
-where
-    T: Serialize,
-    F: Fn(TaskContext) -> Result<T, String>,
-{
-    if let Err(status) = set_up_child(options, parent_pid) {
-        return status;
-    }
-    let mut pipe = File::from(write_end);
-    for (at, &number) in batch.iter().enumerate() {
-        let last = at + 1 == batch.len();
-        let memory = memory_reader(options.memory == MemoryReport::PerTask || last);
-        if !send(&mut pipe, &run_one(task, number, memory)) {
-            return EXIT_WRITE_FAILED;
-        }
-    }
-    0
+/// Where a child gets its tasks from.
+enum ChildTasks<'a> {
+    /// All of them at fork.
+    Batch(&'a [usize]),
+    /// One task number at a time from this command pipe, until end of file.
+    Fed(OwnedFd),
 }
 
-/// A fed child: runs each task number read from `commands` until end of
-/// file, then (under [`MemoryReport::PerChild`]) reports its memory.
-fn run_fed_child<T, F>(
+/// The body of a child: runs its tasks and reports each one; a fed child
+/// under [`MemoryReport::PerChild`] reports its memory when told to leave.
+fn run_in_child<T, F>(
+    tasks: ChildTasks,
     options: &PoolOptions,
     task: &F,
     write_end: OwnedFd,
-    commands: OwnedFd,
     parent_pid: Pid,
 ) -> i32
 where
@@ -542,22 +519,35 @@ where
         return status;
     }
     let mut pipe = File::from(write_end);
-    let mut commands = File::from(commands);
     let per_task = options.memory == MemoryReport::PerTask;
-    let mut ran = false;
-    loop {
-        let number = match read_task(&mut commands) {
-            Ok(Some(number)) => number,
-            Ok(None) => break,
-            Err(_) => return EXIT_COMMAND_FAILED,
-        };
-        if !send(&mut pipe, &run_one(task, number, memory_reader(per_task))) {
-            return EXIT_WRITE_FAILED;
+    match tasks {
+        ChildTasks::Batch(batch) => {
+            for (at, &number) in batch.iter().enumerate() {
+                let memory = memory_reader(per_task || at + 1 == batch.len());
+                if !send(&mut pipe, &run_one(task, number, memory)) {
+                    return EXIT_WRITE_FAILED;
+                }
+            }
         }
-        ran = true;
-    }
-    if ran && !per_task && !send::<T>(&mut pipe, &ChildMessage::Memory(procmem::snapshot_self())) {
-        return EXIT_WRITE_FAILED;
+        ChildTasks::Fed(commands) => {
+            let mut commands = File::from(commands);
+            let mut ran = false;
+            loop {
+                let number = match read_task(&mut commands) {
+                    Ok(Some(number)) => number,
+                    Ok(None) => break,
+                    Err(_) => return EXIT_COMMAND_FAILED,
+                };
+                if !send(&mut pipe, &run_one(task, number, memory_reader(per_task))) {
+                    return EXIT_WRITE_FAILED;
+                }
+                ran = true;
+            }
+            let memory = ChildMessage::Memory(procmem::snapshot_self());
+            if ran && !per_task && !send::<T>(&mut pipe, &memory) {
+                return EXIT_WRITE_FAILED;
+            }
+        }
     }
     0
 }

@@ -405,6 +405,18 @@ impl<T, P: FnMut(&TaskRecord<T>)> Records<T, P> {
     }
 }
 
+/// Runs one task, a panic caught and recorded as [`Failure::Panic`].
+fn run_caught<T, F>(task: &F, context: TaskContext) -> Result<T, Failure>
+where
+    F: Fn(TaskContext) -> Result<T, String>,
+{
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task(context))) {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(message)) => Err(Failure::Task(message)),
+        Err(payload) => Err(Failure::Panic(panic_message(payload.as_ref()))),
+    }
+}
+
 /// The message of a caught panic.
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(text) = payload.downcast_ref::<&str>() {

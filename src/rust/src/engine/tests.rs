@@ -453,35 +453,34 @@ fn an_interrupt_kills_and_reaps_every_child_promptly() {
         }
         Ok(context.task as u8)
     };
-    let started = Instant::now();
-    let interrupt_after_300ms = || started.elapsed() > Duration::from_millis(300);
-    let mut announced = Vec::new();
-    let batch = leaves_no_trace(|| {
-        super::run_tasks(
-            &numbers(4),
-            &options(2, 1, Schedule::Rolling),
-            slow,
-            interrupt_after_300ms,
-            |record| announced.push(record.task),
-        )
-        .unwrap()
-    });
-    assert!(batch.interrupted);
-    // The finished task is kept; the others are marked interrupted.
-    assert_eq!(batch.records[0].outcome, Ok(1));
-    assert_eq!(announced, vec![1]);
-    for record in &batch.records[1..] {
-        assert_eq!(record.outcome, Err(Failure::Interrupted));
-        assert_eq!(
-            record.outcome.as_ref().unwrap_err().to_string(),
-            "interrupted"
+    for opts in [options(2, 1, Schedule::Rolling), fed_options(2)] {
+        let started = Instant::now();
+        let interrupt_after_300ms = || started.elapsed() > Duration::from_millis(300);
+        let mut announced = Vec::new();
+        let batch = leaves_no_trace(|| {
+            super::run_tasks(&numbers(4), &opts, slow, interrupt_after_300ms, |record| {
+                announced.push(record.task)
+            })
+            .unwrap()
+        });
+        assert!(batch.interrupted);
+        // The finished task is kept; the others are marked interrupted.
+        assert_eq!(batch.records[0].outcome, Ok(1));
+        assert_eq!(announced, vec![1]);
+        for record in &batch.records[1..] {
+            assert_eq!(record.outcome, Err(Failure::Interrupted));
+            assert_eq!(
+                record.outcome.as_ref().unwrap_err().to_string(),
+                "interrupted"
+            );
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}: took {:?}",
+            opts.tasks_per_child,
+            started.elapsed()
         );
     }
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "took {:?}",
-        started.elapsed()
-    );
 }
 
 #[test]
@@ -805,38 +804,6 @@ fn a_fed_child_reads_its_pss_once_after_its_last_task_unless_asked_per_task() {
         }
         assert_eq!(values(records), reference_draws(9));
     }
-}
-
-#[test]
-fn an_interrupt_kills_and_reaps_fed_children_promptly() {
-    let slow = |context: TaskContext| -> Result<u8, String> {
-        if context.task > 1 {
-            std::thread::sleep(Duration::from_secs(30));
-        }
-        Ok(context.task as u8)
-    };
-    let started = Instant::now();
-    let interrupt_after_300ms = || started.elapsed() > Duration::from_millis(300);
-    let batch = leaves_no_trace(|| {
-        super::run_tasks(
-            &numbers(4),
-            &fed_options(2),
-            slow,
-            interrupt_after_300ms,
-            |_| {},
-        )
-        .unwrap()
-    });
-    assert!(batch.interrupted);
-    assert_eq!(batch.records[0].outcome, Ok(1));
-    for record in &batch.records[1..] {
-        assert_eq!(record.outcome, Err(Failure::Interrupted));
-    }
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "took {:?}",
-        started.elapsed()
-    );
 }
 
 #[test]
