@@ -32,17 +32,17 @@
 #' they are `NaN` in `t`. For most uses the Wald statistics that [wisp()]
 #' reports for the count likelihood need no bootstrap at all. A replicate's
 #' result depends only on `seed`, its number and the scheme, so every
-#' backend, worker count, `tasks.per.child` (automatic or not) and schedule
+#' backend, worker count, `tasks.per.child` and schedule
 #' gives bitwise-identical estimates.
 #'
 #' Backends (which exist, and the default, depend on the platform: see
 #' Platforms below):
 #' * `"fork"` (default on Linux and macOS): the package's Rust engine forks
-#'   short-lived worker processes (at most `max.fork` at once), each running
-#'   a few replicates (`tasks.per.child`; by default as many as keep the cost
-#'   of forking small, see "Replicates per worker" below). Failures (a crash,
-#'   `timeout`, `child.memory.limit`) are recorded per replicate; Ctrl-C
-#'   stops cleanly.
+#'   worker processes (at most `max.fork` at once): by default one per slot
+#'   for the whole run, each sent one replicate at a time, or a fresh one
+#'   every `tasks.per.child` replicates (see "Replicates per worker" below).
+#'   Failures (a crash, `timeout`, `child.memory.limit`) are recorded per
+#'   replicate; Ctrl-C stops cleanly.
 #' * `"mclapply"`: [parallel::mclapply()] with `mc.preschedule` (Linux and
 #'   macOS).
 #' * `"serial"`: one replicate after another in this R process.
@@ -64,12 +64,14 @@
 #'   `"future"`, or `"serial"` when the future.apply package is not
 #'   installed.
 #' @param tasks.per.child Replicates a forked worker runs before it exits
-#'   (fork backend): a whole number, e.g. 1 for a fresh process per
-#'   replicate, or `NULL` (default) to let the engine choose from the
-#'   measured cost of a worker and the replicates' run time (see "Replicates
-#'   per worker" below). A number always wins over the automatic choice.
-#' @param schedule `"rolling"` (a new worker as soon as one exits) or
-#'   `"batch"` (wait for a whole batch of workers) (fork backend).
+#'   (fork backend): `NULL` (default), workers that live for the whole run
+#'   and are sent one replicate at a time, the next as soon as they finish
+#'   one; or a whole number, e.g. 1 for a fresh process per replicate (see
+#'   "Replicates per worker" below).
+#' @param schedule With a number for `tasks.per.child` (fork backend):
+#'   `"rolling"` (a new worker as soon as one exits) or `"batch"` (wait for a
+#'   whole batch of workers). Ignored with `tasks.per.child = NULL`, where
+#'   workers are forked once per run.
 #' @param mc.preschedule Passed to [parallel::mclapply()].
 #' @param seed Seed of the bootstrap; `NULL` draws one from R's random number
 #'   generator (so [set.seed()] makes runs reproducible). It is recorded in
@@ -126,36 +128,34 @@
 #' @section Replicates per worker:
 #' A forked worker costs more than its replicates: the fork itself (the
 #' kernel copies the R session's page tables: about 3 ms for a lean session,
-#' 20 ms for 1 GB, 50 ms for 4 GB), its exit, and its memory report. With
-#' `tasks.per.child = NULL` the fork backend keeps that cost under about 2 %
-#' of the replicates' time: the first worker on each of the `max.fork` slots
-#' runs one replicate; from then on, the engine knows what a worker cost
-#' beyond its replicates (median over the workers that ended) and how long a
-#' replicate takes (mean so far), and gives each new worker
-#' `ceiling(cost / (0.02 * replicate time))` replicates, but never more than
-#' its share of what remains, `ceiling((waiting + running) / max.fork)`
-#' (`running`: replicates given to live workers and not finished), so that
-#' no slot is left with more than the others. With fits of a second from a lean
-#' session this is one replicate per worker, as with `tasks.per.child = 1`;
-#' short replicates or a session of several GB get more. From a session
-#' resident in 1 GB or more (Linux), where every worker is known to cost tens
-#' of milliseconds or more, the first workers do not run one replicate each
-#' to measure that: they split the replicates evenly between the `max.fork`
-#' slots, as `mclapply(mc.preschedule = TRUE)` does, so there is one worker
-#' per slot unless one fails.
-#' `vignette("fork-per-batch")` shows the figures behind this choice.
+#' 20 ms for 1 GB, 50 ms for 4 GB, and more on a loaded machine), its exit,
+#' and its memory report. With `tasks.per.child = NULL` (the default) the
+#' fork backend pays it once per slot: it forks `max.fork` workers at the
+#' start of the run and sends each one replicate number at a time, the next
+#' as soon as the worker has reported the last one, until none is left; then
+#' the workers exit. Like `mclapply(mc.preschedule = TRUE)`, it forks once
+#' per slot; unlike it, it balances the load as it goes (a worker that
+#' drew slow replicates is given fewer), and each replicate is reported
+#' (and checkpointed) as it ends. A worker that crashes, is killed for
+#' `timeout` or exceeds `child.memory.limit` fails the one replicate it was
+#' running, and a new worker takes its slot for the replicates still
+#' waiting; a replicate that hangs holds back no other. `schedule` does not
+#' apply: there is no batch of workers to wait for.
 #'
-#' Whatever the grouping, a replicate's estimates are the same
-#' (they depend on `seed`, its number and the scheme only), and a worker
-#' that crashes, is killed for `timeout` or exceeds `child.memory.limit`
-#' fails the replicate it was running only: the replicates it had not
-#' started yet go to a new worker. What changes with several replicates per
-#' worker: `child.memory.limit` bounds the worker, which runs its replicates
-#' one after another (a replicate's memory is freed when it ends), a
-#' replicate that hangs holds back the replicates queued behind it in its
-#' worker until `timeout` kills it (they then go to a new worker; without a
-#' `timeout` they wait, where a fresh worker each would have run them), and
-#' the memory columns of `diagnostics` describe the worker (see Value).
+#' With a number, `tasks.per.child` wins: each worker is given that many
+#' replicates when it is forked and a fresh worker follows (1: a fresh
+#' process per replicate, which starts every replicate from the session's
+#' memory as it was, at the cost of a fork each). A worker that fails
+#' fails the replicate it was running only; the replicates it had not
+#' started yet go to a new worker, but a replicate that hangs holds back
+#' those queued behind it in its worker until `timeout` kills it.
+#'
+#' Whatever the grouping, a replicate's estimates are the same (they depend
+#' on `seed`, its number and the scheme only). With several replicates per
+#' worker, `child.memory.limit` bounds the worker, which runs its replicates
+#' one after another (a replicate's memory is freed when it ends), and the
+#' memory columns of `diagnostics` describe the worker (see Value).
+#' `vignette("fork-per-batch")` shows the figures behind the default.
 #' @section Running on a cluster:
 #' With `backend = "future"`, this R session launches the chunks' futures (no
 #' more at once than [future::nbrOfWorkers()]), collects each as it
@@ -237,7 +237,8 @@
 #'   `pid`, `peak_rss_mb`, `pss_mb`, `private_dirty_mb` of the process that
 #'   ran it: `peak_rss_mb` is that worker's peak so far, read after every
 #'   replicate; `pss_mb` and `private_dirty_mb` are read once per worker,
-#'   after its last replicate, and are `NA` for its other replicates unless
+#'   after its last replicate (none for a worker that was killed), and are
+#'   `NA` for its other replicates unless
 #'   `memory.per.replicate = TRUE` (a worker is a forked child of the fork
 #'   backend, an `mclapply` child, a chunk of the future backend, or this
 #'   session for the serial backend); the memory columns are `NA` except on
@@ -538,7 +539,7 @@ mclapply_last_of_worker <- function(n, cores, preschedule) {
   seq_len(n) > n - cores
 }
 
-# `tasks_per_child` NULL: the engine chooses (0 tells it so).
+# `tasks_per_child` NULL: workers fed one replicate at a time (0 tells the engine so).
 fork_replicates <- function(plan, resample, seed, replicates, workers, tasks_per_child, schedule,
                             timeout, memory_limit, trim_memory, notify, checkpoint = NULL,
                             memory_per_replicate = FALSE) {

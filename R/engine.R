@@ -17,13 +17,12 @@
 #' @param n_tasks Number of tasks.
 #' @param workers Most child processes alive at once.
 #' @param tasks_per_child Tasks a child runs before it exits (1: a fresh
-#'   process per task), or `NULL` for the engine's automatic choice (as
-#'   [bs_batch()]'s `tasks.per.child = NULL`: enough tasks that a child's
-#'   fixed cost stays under 2 % of their time, at most a worker's share of
-#'   the tasks that remain).
-#' @param schedule `"rolling"` forks a new child as soon as one exits;
-#'   `"batch"` forks up to `workers` children and waits for all of them
-#'   before the next batch.
+#'   process per task), or `NULL` for children that live for the whole run
+#'   and are sent one task at a time (as [bs_batch()]'s `tasks.per.child =
+#'   NULL`).
+#' @param schedule With a number for `tasks_per_child`: `"rolling"` forks a
+#'   new child as soon as one exits; `"batch"` forks up to `workers` children
+#'   and waits for all of them before the next batch. Ignored with `NULL`.
 #' @param payload Number of doubles each task returns.
 #' @param sleep Seconds each task sleeps.
 #' @param crash,hang Task numbers that crash or hang.

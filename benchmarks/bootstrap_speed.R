@@ -20,7 +20,8 @@ cat(sprintf("Model: %d summed rows, %d parameters; %d replicates on %d workers.\
             nrow(fit$count.data.summed), length(fit$fitted.parameters), replicates, workers))
 
 arms <- list(
-  "fork (rolling, fresh child per replicate)" = function() bs_batch(fit, replicates, workers, seed = 1),
+  "fork (rolling, fresh child per replicate)" = function() bs_batch(fit, replicates, workers,
+                                                                    tasks.per.child = 1, seed = 1),
   "mclapply (preschedule TRUE)" = function() bs_batch(fit, replicates, workers, backend = "mclapply", seed = 1),
   "mclapply (preschedule FALSE)" = function() bs_batch(fit, replicates, workers, backend = "mclapply",
                                                        mc.preschedule = FALSE, seed = 1)

@@ -133,8 +133,8 @@ run_arm <- function(arm, fit, fit_file, B, K, seed) {
   quiet <- list(progress = FALSE, seed = seed)
   bs <- function(...) do.call(bs_batch, c(list(fit, B, K, ...), quiet))
   switch(arm,
-    fork_rolling = timed(bs(backend = "fork", schedule = "rolling")),
-    fork_batch = timed(bs(backend = "fork", schedule = "batch")),
+    fork_rolling = timed(bs(backend = "fork", schedule = "rolling", tasks.per.child = 1)),
+    fork_batch = timed(bs(backend = "fork", schedule = "batch", tasks.per.child = 1)),
     fork_tpc5 = timed(bs(backend = "fork", tasks.per.child = 5)),
     mc_pre = timed(bs(backend = "mclapply", mc.preschedule = TRUE)),
     mc_nopre = timed(bs(backend = "mclapply", mc.preschedule = FALSE)),

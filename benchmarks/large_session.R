@@ -10,13 +10,17 @@
 #                 before it runs anything (0: a lean session); run one
 #                 session per command, so a lean session is really lean
 #     REGIMES     comma separated: small (312 parameters) and/or large (3168)
-#                 (models as in benchmarks/fork_vs_mclapply.R, cached there)
+#                 (models as in benchmarks/fork_vs_mclapply.R, cached there),
+#                 or none (the engine self-test only)
 #     WORKERS     max.fork / mc.cores
 #     FITS        replicates per worker (B = WORKERS x FITS), comma separated
 #                 per regime in the order of REGIMES
 #     REPEATS     timed repeats; the order of the arms rotates per repeat
 #     ARMS        comma separated arm ids (default: all four)
-#     OVERHEAD    1 (default): also the engine self-test below; 0: not
+#     OVERHEAD    1 (default): also the engine self-test below; 0: not;
+#                 defaults: the self-test of the engine's defaults only
+#                 (not a fresh child per task, which takes minutes from a
+#                 session of several GB on a loaded machine)
 #     MEMORY      1 (default): one more run of each arm under the memory
 #                 sampler; 0: timed repeats only
 #   Appends to OUT_DIR/large_session.csv (timed runs; default
@@ -32,7 +36,11 @@
 #
 # Arms (every arm runs bs_batch() with progress = FALSE and the same seed):
 #   fork_default  backend "fork", every other argument at its default
-#                 (tasks.per.child = NULL: automatic; PSS once per worker)
+#                 (tasks.per.child = NULL; PSS once per worker): since
+#                 commit "Fork engine: by default long-lived workers fed one
+#                 task at a time", max.fork workers per run fed one
+#                 replicate at a time; before, an automatic number of
+#                 replicates per worker
 #   fork_fresh    backend "fork", tasks.per.child = 1, memory.per.replicate =
 #                 TRUE: a fresh child and a PSS read per replicate (the
 #                 defaults before issue 17)
@@ -40,7 +48,7 @@
 #   mc_nopre      backend "mclapply", mc.preschedule = FALSE
 
 arm_labels <- c(
-  fork_default = "fork, defaults (automatic tasks per child, PSS once per worker)",
+  fork_default = "fork, defaults (tasks.per.child = NULL, PSS once per worker)",
   fork_fresh = "fork, tasks.per.child = 1, memory.per.replicate = TRUE (old defaults)",
   mc_pre = "mclapply, preschedule TRUE",
   mc_nopre = "mclapply, preschedule FALSE"
@@ -123,18 +131,21 @@ append_csv <- function(rows, file) {
 
 # Engine self-test: `n` tasks that sleep `task_s` seconds each on `workers`
 # workers. Per-task overhead = wall * workers / n - task_s.
-overhead_rows <- function(session, parent_rss, workers, repeats, run_id) {
+overhead_rows <- function(session, parent_rss, workers, repeats, run_id, fresh = TRUE) {
   selftest <- wispack:::engine_selftest
   rows <- list()
   for (task_s in c(0.02, 0.05, 0.1)) {
     n <- max(20L, as.integer(ceiling(2 / task_s)) %/% 2L * 2L) # about 1 s of work per worker
+    # (the defaults were labelled "engine defaults (automatic, PSS once per
+    # child)" in the runs of the engine that sized batches per child)
     variants <- list(
-      "engine defaults (automatic, PSS once per child)" =
+      "engine defaults (fed workers, PSS once per child)" =
         function() selftest(n, workers = workers, sleep = task_s, tasks_per_child = NULL,
                             memory_per_task = FALSE),
       "fresh child per task, PSS per task" =
         function() selftest(n, workers = workers, sleep = task_s)
     )
+    if (!fresh) variants <- variants[1]
     for (r in seq_len(repeats)) {
       for (v in names(variants)) {
         start <- proc.time()[["elapsed"]]
@@ -157,7 +168,7 @@ overhead_rows <- function(session, parent_rss, workers, repeats, run_id) {
 
 run_main <- function(args) {
   session_gb <- as.numeric(args[1])
-  regimes <- strsplit(args[2], ",")[[1]]
+  regimes <- setdiff(strsplit(args[2], ",")[[1]], "none")
   K <- as.integer(args[3])
   fits <- as.integer(strsplit(args[4], ",")[[1]])
   fits <- rep_len(fits, length(regimes))
@@ -166,6 +177,7 @@ run_main <- function(args) {
   arms <- if (length(args) >= 7) strsplit(args[7], ",")[[1]] else names(arm_labels)
   stopifnot(all(arms %in% names(arm_labels)))
   with_overhead <- length(args) < 8 || args[8] != "0"
+  overhead_fresh <- length(args) < 8 || args[8] != "defaults"
   with_memory <- length(args) < 9 || args[9] != "0"
   dir.create(out_dir, showWarnings = FALSE, recursive = TRUE)
   suppressPackageStartupMessages(library(wispack))
@@ -227,7 +239,7 @@ run_main <- function(args) {
   }
   if (with_overhead) {
     cat(sprintf("[%s] engine overhead against task time\n", format(Sys.time(), "%T")))
-    overhead <- overhead_rows(session, parent_rss, K, repeats, run_id)
+    overhead <- overhead_rows(session, parent_rss, K, repeats, run_id, overhead_fresh)
     append_csv(overhead, file.path(out_dir, "large_session_overhead.csv"))
   }
   rm(ballast)
@@ -325,7 +337,7 @@ report_main <- function(out_dir = file.path(bench_dir, "results"), run_ids = NUL
       "overhead per replicate | children | peak summed PSS (MB) | peak above the session (MB) |",
       "mean summed PSS (MB) | same estimates |\n")
   cat("|---|---|---|---:|---|---|---|---|---:|---:|---:|---:|---:|---|\n")
-  for (i in seq_len(nrow(runs))) {
+  for (i in seq_len(NROW(runs))) {
     x <- runs[i, ]
     ratio <- function(m, lo, hi, ref) if (x$arm == ref) "ref" else trio(m, lo, hi)
     cat(sprintf("| %s | %s (%d) | %s (%d) | %d | `%s` | %s | %s | %s | %.1f %% | %s | %s | %s | %s | %s |\n",

@@ -18,15 +18,14 @@ test_that("every backend returns bitwise-identical replicates for one seed", {
   expect_false(identical(bs_batch(fit, 4, seed = 22)$t, reference$t))
 })
 
-test_that("the automatic tasks.per.child gives the replicates of a fresh worker each; a number wins", {
+test_that("by default one fed worker per slot gives the replicates of a fresh worker each; a number wins", {
   fit <- small_fit()
   fresh <- bs_batch(fit, 6, max.fork = 2, tasks.per.child = 1, seed = 23)
   expect_length(unique(fresh$diagnostics$pid), 6)
-  auto <- bs_batch(fit, 6, max.fork = 2, seed = 23)
-  expect_identical(auto$t, fresh$t)
-  # the automatic choice never gives one worker more than its share of the rest
-  expect_true(all(table(auto$diagnostics$pid) <= 3))
-  # an explicit number wins over that cap
+  fed <- bs_batch(fit, 6, max.fork = 2, seed = 23)
+  expect_identical(fed$t, fresh$t)
+  expect_length(unique(fed$diagnostics$pid), 2)
+  # an explicit number wins
   one <- bs_batch(fit, 6, max.fork = 2, tasks.per.child = 6, seed = 23)
   expect_length(unique(one$diagnostics$pid), 1)
   expect_identical(one$t, fresh$t)
@@ -49,6 +48,10 @@ test_that("PSS and private dirty are read once per worker, after its last replic
                     memory.per.replicate = TRUE)
   expect_true(all(measured(every)))
   expect_identical(every$t, boot$t)
+  # fed workers (the default): one worker, read after replicate 6
+  fed <- bs_batch(fit, 6, max.fork = 1, seed = 24)
+  expect_identical(measured(fed), seq_len(6) == 6)
+  expect_identical(fed$t, boot$t)
   # mclapply: prescheduled, replicates 1, 3 go to one child and 2, 4 to the other
   pre <- bs_batch(fit, 4, max.fork = 2, backend = "mclapply", seed = 24)
   expect_identical(measured(pre), c(FALSE, FALSE, TRUE, TRUE))

@@ -46,19 +46,39 @@ test_that("a child runs at most tasks_per_child tasks", {
   expect_length(unique(fresh$pid), 4)
 })
 
-test_that("automatic tasks per child: the same checksums, fewer children, PSS once per child", {
+test_that("fed workers (tasks_per_child = NULL): the same checksums, one child per worker, PSS once per child", {
   fresh <- expect_no_trace(selftest(30, workers = 2, payload = 10))
-  auto <- expect_no_trace(selftest(30, workers = 2, payload = 10, tasks_per_child = NULL,
-                                   memory_per_task = FALSE))
-  expect_identical(auto$checksum, fresh$checksum)
-  runs <- table(auto$pid)
-  # trivial tasks against a fork: grouped, at most half the tasks in a child
-  expect_true(length(runs) >= 3 && length(runs) < 15)
-  expect_true(all(runs <= 15))
+  fed <- expect_no_trace(selftest(30, workers = 2, payload = 10, tasks_per_child = NULL,
+                                  memory_per_task = FALSE))
+  expect_identical(fed$checksum, fresh$checksum)
+  expect_length(unique(fed$pid), 2)
+  # schedule = "batch" does not apply to fed workers
+  batch <- expect_no_trace(selftest(30, workers = 2, payload = 10, tasks_per_child = NULL,
+                                    schedule = "batch"))
+  expect_identical(batch$checksum, fresh$checksum)
+  expect_length(unique(batch$pid), 2)
   skip_if_not(wispack:::wisp_platform()$memory_figures)
-  last <- !duplicated(auto$pid, fromLast = TRUE)
-  expect_identical(!is.na(auto$pss_mb), last)
-  expect_true(all(auto$peak_rss_mb > 0))
+  # a fed child runs its tasks in increasing order, so its last is its largest
+  last <- fed$task == ave(fed$task, fed$pid, FUN = max)
+  expect_identical(!is.na(fed$pss_mb), last)
+  expect_true(all(fed$peak_rss_mb > 0))
+})
+
+test_that("a crash or a hang with fed workers fails only its task, and a new child takes the rest", {
+  crashed <- expect_no_trace(selftest(10, workers = 2, tasks_per_child = NULL, payload = 10,
+                                      sleep = 0.02 * slowdown(), crash = 3))
+  expect_identical(crashed$ok, seq_len(10) != 3)
+  expect_identical(crashed$reason[3], "killed by signal 9 (SIGKILL)")
+  expect_identical(crashed$checksum[-3], selftest(10, payload = 10)$checksum[-3])
+  expect_length(unique(crashed$pid), 3)
+  # the tasks after a hung one come back long before its timeout
+  timeout <- 2 * slowdown()
+  started <- proc.time()[["elapsed"]]
+  hung <- expect_no_trace(selftest(8, workers = 2, tasks_per_child = NULL, hang = 2,
+                                   sleep = 0.02 * slowdown(), timeout = timeout))
+  expect_identical(hung$ok, seq_len(8) != 2)
+  expect_identical(hung$reason[2], sprintf("timeout after %s s", format(timeout)))
+  expect_lt(proc.time()[["elapsed"]] - started, 3 * timeout)
 })
 
 test_that("a crashed task is reported with its signal while the others succeed", {

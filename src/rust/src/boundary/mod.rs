@@ -308,8 +308,8 @@ fn index_column(values: Vec<i32>, name: &str) -> RResult<Vec<usize>> {
         .collect()
 }
 
-/// Options of the fork engine from R values (`tasks_per_child` 0 means
-/// automatic, `memory_limit_mb` NA no limit; `memory_per_task` reads PSS
+/// Options of the fork engine from R values (`tasks_per_child` 0: workers
+/// fed one task at a time, `memory_limit_mb` NA no limit; `memory_per_task` reads PSS
 /// after every task instead of once per child). Worker processes: where
 /// there is no fork, a run is refused.
 fn pool_options(
@@ -329,7 +329,7 @@ fn pool_options(
         kind: WorkerKind::Process,
         workers: count_option(workers, "workers")?,
         tasks_per_child: if tasks_per_child == 0 {
-            TasksPerChild::Auto
+            TasksPerChild::Fed
         } else {
             TasksPerChild::Fixed(count_option(tasks_per_child, "tasks_per_child")?)
         },

@@ -1,14 +1,15 @@
-//! The process workers of the engine (Unix): short-lived forked children
-//! that report each task as a frame over a pipe.
+//! The process workers of the engine (Unix): forked children that report
+//! each task as a frame over a pipe. Fed children ([`TasksPerChild::Fed`])
+//! also read their tasks, one at a time, from a command pipe.
 
 use super::{
-    frame, panic_message, procmem, Failure, MemoryReport, MemorySnapshot, PoolError, PoolOptions,
-    Records, Schedule, TaskContext, TaskRecord, TasksPerChild, AUTO_OVERHEAD_TARGET, POLL_INTERVAL,
+    frame, procmem, run_caught, Failure, MemoryReport, MemorySnapshot, PoolError, PoolOptions,
+    Records, Schedule, TaskContext, TaskRecord, TasksPerChild, POLL_INTERVAL,
 };
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags};
 use nix::sys::resource::{setrlimit, Resource};
-use nix::sys::signal::{kill, signal, SigHandler, Signal};
+use nix::sys::signal::{kill, sigaction, signal, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, pipe, ForkResult, Pid};
 use serde::de::DeserializeOwned;
@@ -17,10 +18,19 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
-/// What a child writes to its pipe for each task it finishes.
+/// What a child writes to its result pipe.
+#[derive(Serialize, Deserialize)]
+enum ChildMessage<T> {
+    /// A finished task.
+    Report(ChildReport<T>),
+    /// The PSS and private dirty memory of a fed child under
+    /// [`MemoryReport::PerChild`], read when it was told to leave, i.e.
+    /// after its last task.
+    Memory(MemorySnapshot),
+}
+
 #[derive(Serialize, Deserialize)]
 struct ChildReport<T> {
     task: usize,
@@ -29,22 +39,22 @@ struct ChildReport<T> {
     memory: MemorySnapshot,
 }
 
-struct LiveChild {
+struct LiveChild<T> {
     pid: Pid,
-    /// When the parent began to fork it.
-    spawned_at: Instant,
-    /// When its pipe reached end of file: the child has closed its files,
-    /// which the kernel does after it has torn down the child's memory.
-    eof_at: Option<Instant>,
-    /// Sum of the task seconds the child reported.
-    reported_seconds: f64,
-    /// Read end of the child's pipe; None once it reached end of file.
+    /// Read end of the child's result pipe; None once it reached end of file.
     reader: Option<File>,
     frames: frame::FrameReader,
-    /// Tasks given to this child and not yet reported, in the order it runs them.
+    /// Write end of a fed child's command pipe; None for a child with a
+    /// fixed number of tasks, and once a fed child was told to leave.
+    commands: Option<File>,
+    /// Tasks given to this child and not yet reported, in the order it runs
+    /// them (at most one for a fed child).
     unreported: VecDeque<usize>,
     /// When the task at the front of `unreported` started, as far as the parent can tell.
     current_since: Instant,
+    /// The record of a fed child's last task, kept back until its memory
+    /// figures arrive (under [`MemoryReport::PerChild`]) or the child ends.
+    held: Option<TaskRecord<T>>,
     /// Set when the parent killed the child, to report why.
     killed_for: Option<Failure>,
     /// Exit status once reaped; `Some(None)` when another waiter reaped it first.
@@ -52,121 +62,6 @@ struct LiveChild {
 }
 
 const READ_CHUNK_BYTES: usize = 1 << 18;
-
-/// Decides how many tasks each new child runs ([`TasksPerChild`]), from what
-/// the children that ended so far cost.
-pub(super) struct ChildSizer {
-    rule: TasksPerChild,
-    /// Per child that ran all its tasks: its lifetime (fork to end of file)
-    /// minus the seconds of its tasks, i.e. forking, starting, the memory
-    /// report and exiting.
-    overheads: Vec<f64>,
-    task_seconds: f64,
-    tasks_timed: usize,
-    /// The parent is so large that its children are known to be expensive
-    /// before any has ended: see [`LARGE_PARENT_BYTES`].
-    large_parent: bool,
-}
-
-/// Resident size from which the parent counts as large: forking and ending
-/// a child of a 1 GB process costs about 20 ms on a quiet machine (50 ms at
-/// 4 GB, and many times that on a loaded one), more than 2 % of any task
-/// under a second, so under [`TasksPerChild::Auto`] the first children of a
-/// large parent split the tasks evenly between the workers (as
-/// `mclapply(mc.preschedule = TRUE)` does) instead of running one task each
-/// to measure them.
-pub(super) const LARGE_PARENT_BYTES: u64 = 1 << 30;
-
-impl ChildSizer {
-    /// A sizer for a parent of the calling process's resident size.
-    pub(super) fn new(rule: TasksPerChild) -> Self {
-        Self::for_parent(rule, procmem::resident_bytes())
-    }
-
-    /// A sizer for a parent of `resident_bytes` (None: unknown, as on
-    /// platforms without `/proc`).
-    pub(super) fn for_parent(rule: TasksPerChild, resident_bytes: Option<u64>) -> Self {
-        ChildSizer {
-            rule,
-            overheads: Vec::new(),
-            task_seconds: 0.0,
-            tasks_timed: 0,
-            large_parent: resident_bytes.is_some_and(|bytes| bytes >= LARGE_PARENT_BYTES),
-        }
-    }
-
-    pub(super) fn task_finished(&mut self, seconds: f64) {
-        if seconds.is_finite() && seconds >= 0.0 {
-            self.task_seconds += seconds;
-            self.tasks_timed += 1;
-        }
-    }
-
-    pub(super) fn child_finished(&mut self, overhead: f64) {
-        if overhead.is_finite() {
-            self.overheads.push(overhead.max(0.0));
-        }
-    }
-
-    /// Tasks for the next child, when `pending` tasks wait, `in_flight`
-    /// were given to live children and not reported yet, and at most
-    /// `workers` children run at once.
-    pub(super) fn tasks_for_next(&self, pending: usize, in_flight: usize, workers: usize) -> usize {
-        match self.rule {
-            TasksPerChild::Fixed(n) => n.min(pending),
-            TasksPerChild::Auto if self.large_parent && self.overheads.is_empty() => {
-                auto_tasks(Some(f64::INFINITY), Some(1.0), pending, in_flight, workers)
-            }
-            TasksPerChild::Auto => {
-                let overhead = median(&self.overheads);
-                let task =
-                    (self.tasks_timed > 0).then(|| self.task_seconds / self.tasks_timed as f64);
-                auto_tasks(overhead, task, pending, in_flight, workers)
-            }
-        }
-    }
-}
-
-/// The automatic number of tasks for a child: enough that `overhead`
-/// seconds per child stay under [`AUTO_OVERHEAD_TARGET`] of the tasks'
-/// time (`task` seconds each), and 1 while either figure is unknown. It is
-/// at most the worker's share of what remains, `ceil((pending + in_flight)
-/// / workers)` (and at most `pending`), so that no worker is given more
-/// than the others still have to do.
-pub(super) fn auto_tasks(
-    overhead: Option<f64>,
-    task: Option<f64>,
-    pending: usize,
-    in_flight: usize,
-    workers: usize,
-) -> usize {
-    let share = (pending + in_flight)
-        .div_ceil(workers.max(1))
-        .min(pending)
-        .max(1);
-    let (Some(overhead), Some(task)) = (overhead, task) else {
-        return 1;
-    };
-    let needed = overhead / (AUTO_OVERHEAD_TARGET * task);
-    if !(needed.is_finite() && needed < share as f64) {
-        return share;
-    }
-    (needed.ceil() as usize).clamp(1, share)
-}
-
-fn median(values: &[f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let mid = sorted.len() / 2;
-    Some(if sorted.len() % 2 == 1 {
-        sorted[mid]
-    } else {
-        0.5 * (sorted[mid - 1] + sorted[mid])
-    })
-}
 
 /// Runs the tasks in forked children (see [`super::run_tasks`]); returns
 /// whether an interrupt stopped the run. On an interrupt or a system error
@@ -184,23 +79,30 @@ where
     I: FnMut() -> bool,
     P: FnMut(&TaskRecord<T>),
 {
+    let fed = options.tasks_per_child == TasksPerChild::Fed;
+    // A fed child's last record waits for the memory figures it reads on leaving.
+    let hold_last = fed && options.memory == MemoryReport::PerChild;
     let mut pending: VecDeque<usize> = tasks.iter().copied().collect();
-    let mut live: Vec<LiveChild> = Vec::new();
+    let mut live: Vec<LiveChild<T>> = Vec::new();
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     let mut was_interrupted = false;
-    let mut sizer = ChildSizer::new(options.tasks_per_child);
 
     loop {
-        let may_start = match options.schedule {
-            Schedule::Rolling => true,
-            Schedule::Batch => live.is_empty(),
-        };
+        let may_start = fed
+            || match options.schedule {
+                Schedule::Rolling => true,
+                Schedule::Batch => live.is_empty(),
+            };
         while may_start && live.len() < options.workers && !pending.is_empty() {
-            let in_flight = live.iter().map(|c| c.unreported.len()).sum();
-            let take = sizer.tasks_for_next(pending.len(), in_flight, options.workers);
-            let batch: Vec<usize> = pending.drain(..take).collect();
-            match spawn_child(&batch, options, task, &live) {
-                Ok(child) => live.push(child),
+            let batch: Vec<usize> = match options.tasks_per_child {
+                TasksPerChild::Fixed(n) => pending.drain(..n.min(pending.len())).collect(),
+                TasksPerChild::Fed => Vec::new(),
+            };
+            match spawn_child(&batch, fed, options, task, &live) {
+                Ok(mut child) => {
+                    feed(&mut child, &mut pending);
+                    live.push(child);
+                }
                 Err(message) => {
                     kill_and_reap_all(&mut live);
                     return Err(PoolError::System(format!(
@@ -221,29 +123,46 @@ where
         }
 
         for child in live.iter_mut() {
-            match child.frames.take_frames::<ChildReport<T>>() {
-                Ok(reports) => {
-                    for report in reports {
-                        let Some(_) = child.unreported.pop_front() else {
-                            continue;
-                        };
-                        child.current_since = Instant::now();
-                        child.reported_seconds += report.seconds;
-                        sizer.task_finished(report.seconds);
-                        let record = TaskRecord {
-                            task: report.task,
-                            outcome: report.outcome,
-                            pid: child.pid.as_raw(),
-                            seconds: report.seconds,
-                            memory: report.memory,
-                        };
-                        records.finish(record);
+            match child.frames.take_frames::<ChildMessage<T>>() {
+                Ok(messages) => {
+                    for message in messages {
+                        match message {
+                            ChildMessage::Report(report) => {
+                                let Some(_) = child.unreported.pop_front() else {
+                                    continue;
+                                };
+                                child.current_since = Instant::now();
+                                let record = TaskRecord {
+                                    task: report.task,
+                                    outcome: report.outcome,
+                                    pid: child.pid.as_raw(),
+                                    seconds: report.seconds,
+                                    memory: report.memory,
+                                };
+                                // Fed tasks only leave `pending`, so with none
+                                // left this was the child's last task.
+                                if hold_last && pending.is_empty() {
+                                    child.held = Some(record);
+                                } else {
+                                    records.finish(record);
+                                }
+                            }
+                            ChildMessage::Memory(memory) => {
+                                if let Some(mut record) = child.held.take() {
+                                    record.memory = memory;
+                                    records.finish(record);
+                                }
+                            }
+                        }
                     }
                 }
                 Err(message) => {
                     let _ = kill(child.pid, Signal::SIGKILL);
                     child.killed_for.get_or_insert(Failure::BadFrame(message));
                 }
+            }
+            if child.unreported.is_empty() && child.killed_for.is_none() && child.reader.is_some() {
+                feed(child, &mut pending);
             }
             if let (Some(limit), Some(_)) = (options.timeout, child.unreported.front()) {
                 if child.killed_for.is_none() && child.current_since.elapsed() > limit {
@@ -262,13 +181,9 @@ where
                 still_live.push(child);
                 continue;
             }
-            if child.unreported.is_empty()
-                && child.killed_for.is_none()
-                && matches!(child.exit, Some(Some(WaitStatus::Exited(_, 0))))
-            {
-                let ended = child.eof_at.unwrap_or_else(Instant::now);
-                let lifetime = ended.duration_since(child.spawned_at).as_secs_f64();
-                sizer.child_finished(lifetime - child.reported_seconds);
+            // The child ended before its memory figures came: the record as it is.
+            if let Some(record) = child.held.take() {
+                records.finish(record);
             }
             let failure = child_failure(&child, options.memory_limit_mb.is_some());
             let seconds = child.current_since.elapsed().as_secs_f64();
@@ -292,6 +207,12 @@ where
         live = still_live;
 
         if interrupted() {
+            // Finished tasks whose memory figures were still on their way.
+            for child in live.iter_mut() {
+                if let Some(record) = child.held.take() {
+                    records.finish(record);
+                }
+            }
             kill_and_reap_all(&mut live);
             was_interrupted = true;
             break;
@@ -301,8 +222,62 @@ where
     Ok(was_interrupted)
 }
 
+/// Sends a fed child the next pending task, or, when none is left, closes
+/// its command pipe, which tells it to leave. Does nothing for a child with
+/// a fixed number of tasks or one already told to leave.
+fn feed<T>(child: &mut LiveChild<T>, pending: &mut VecDeque<usize>) {
+    let Some(commands) = child.commands.as_mut() else {
+        return;
+    };
+    let Some(task) = pending.pop_front() else {
+        child.commands = None;
+        return;
+    };
+    child.unreported.push_back(task);
+    child.current_since = Instant::now();
+    if send_task(commands, task).is_err() {
+        // The child is gone (EPIPE) or its pipe is unusable: the task fails
+        // with whatever ended the child, as a task it was running would.
+        child.commands = None;
+        let _ = kill(child.pid, Signal::SIGKILL);
+    }
+}
+
+/// Writes a task number to a fed child's command pipe. A write to the pipe
+/// of a child that has died fails with EPIPE and raises SIGPIPE, which R
+/// handles by signalling an R error, a longjmp through this code: SIGPIPE is
+/// ignored during the write (the parent is single-threaded).
+pub(super) fn send_task(commands: &mut File, task: usize) -> std::io::Result<()> {
+    let ignore = SigAction::new(SigHandler::SigIgn, SaFlags::empty(), SigSet::empty());
+    // SAFETY: ignoring a signal is always sound; the previous action is restored below.
+    let previous = unsafe { sigaction(Signal::SIGPIPE, &ignore) };
+    let written = commands.write_all(&(task as u64).to_le_bytes());
+    if let Ok(previous) = previous {
+        // SAFETY: reinstalls the action that was in place before the write.
+        let _ = unsafe { sigaction(Signal::SIGPIPE, &previous) };
+    }
+    written
+}
+
+/// Reads the next task number from the command pipe; `Ok(None)` at end of
+/// file, i.e. when the parent has no task left for this child.
+fn read_task(commands: &mut File) -> std::io::Result<Option<usize>> {
+    let mut bytes = [0u8; 8];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        match commands.read(&mut bytes[filled..]) {
+            Ok(0) if filled == 0 => return Ok(None),
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Some(u64::from_le_bytes(bytes) as usize))
+}
+
 /// Why the task that was running in a finished child failed.
-fn child_failure(child: &LiveChild, memory_limited: bool) -> Failure {
+fn child_failure<T>(child: &LiveChild<T>, memory_limited: bool) -> Failure {
     if let Some(reason) = &child.killed_for {
         return reason.clone();
     }
@@ -322,8 +297,8 @@ fn child_failure(child: &LiveChild, memory_limited: bool) -> Failure {
 
 /// Waits up to one poll interval (or the nearest task deadline) for output
 /// from any child and reads what is there.
-fn wait_for_output(
-    live: &mut [LiveChild],
+fn wait_for_output<T>(
+    live: &mut [LiveChild<T>],
     timeout: Option<Duration>,
     chunk: &mut [u8],
 ) -> Result<(), String> {
@@ -373,7 +348,6 @@ fn wait_for_output(
         match reader.read(chunk) {
             Ok(0) => {
                 child.reader = None;
-                child.eof_at = Some(Instant::now());
             }
             Ok(n) => child.frames.extend(&chunk[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -400,7 +374,7 @@ fn reap_blocking(pid: Pid) {
     while let Err(Errno::EINTR) = waitpid(pid, None) {}
 }
 
-fn kill_and_reap_all(live: &mut Vec<LiveChild>) {
+fn kill_and_reap_all<T>(live: &mut Vec<LiveChild<T>>) {
     for child in live.iter().filter(|c| c.exit.is_none()) {
         let _ = kill(child.pid, Signal::SIGKILL);
     }
@@ -411,22 +385,33 @@ fn kill_and_reap_all(live: &mut Vec<LiveChild>) {
     }
 }
 
+/// Forks a child that runs `batch`, or, when `fed`, the tasks it will read
+/// from a command pipe.
 fn spawn_child<T, F>(
     batch: &[usize],
+    fed: bool,
     options: &PoolOptions,
     task: &F,
-    siblings: &[LiveChild],
-) -> Result<LiveChild, String>
+    siblings: &[LiveChild<T>],
+) -> Result<LiveChild<T>, String>
 where
     T: Serialize,
     F: Fn(TaskContext) -> Result<T, String>,
 {
-    let spawned_at = Instant::now();
     let (read_end, write_end) = pipe().map_err(|e| format!("pipe() failed: {e}"))?;
+    let command_pipe = if fed {
+        Some(pipe().map_err(|e| format!("pipe() failed: {e}"))?)
+    } else {
+        None
+    };
     let parent_pid = nix::unistd::getpid();
+    // The siblings' pipe ends this process holds: a child that kept a
+    // sibling's command pipe open would stop it from ever seeing end of file.
     let sibling_fds: Vec<RawFd> = siblings
         .iter()
-        .filter_map(|c| c.reader.as_ref().map(|r| r.as_raw_fd()))
+        .flat_map(|c| [c.reader.as_ref(), c.commands.as_ref()])
+        .flatten()
+        .map(|file| file.as_raw_fd())
         .collect();
     // SAFETY: the parent is single-threaded (documented contract), and the
     // child runs only Rust code and leaves through `_exit` without returning.
@@ -439,22 +424,32 @@ where
                 // this process never uses again.
                 unsafe { libc::close(fd) };
             }
-            let status = run_in_child(batch, options, task, write_end, parent_pid);
+            let tasks = match command_pipe {
+                Some((commands, parent_end)) => {
+                    drop(parent_end);
+                    ChildTasks::Fed(commands)
+                }
+                None => ChildTasks::Batch(batch),
+            };
+            let status = run_in_child(tasks, options, task, write_end, parent_pid);
             // SAFETY: `_exit` skips atexit handlers and stdio flushing, which belong to R.
             unsafe { libc::_exit(status) }
         }
         Ok(ForkResult::Parent { child }) => {
             // Close our copy of the write end so end of file arrives when the child exits.
             drop(write_end);
+            let commands = command_pipe.map(|(child_end, write_end)| {
+                drop(child_end);
+                File::from(write_end)
+            });
             Ok(LiveChild {
                 pid: child,
-                spawned_at,
-                eof_at: None,
-                reported_seconds: 0.0,
                 reader: Some(File::from(read_end)),
                 frames: frame::FrameReader::default(),
+                commands,
                 unreported: batch.iter().copied().collect(),
                 current_since: Instant::now(),
+                held: None,
                 killed_for: None,
                 exit: None,
             })
@@ -465,9 +460,52 @@ where
 /// Exit statuses a child uses for problems outside any task.
 const EXIT_WRITE_FAILED: i32 = 3;
 const EXIT_SETUP_FAILED: i32 = 4;
+const EXIT_COMMAND_FAILED: i32 = 5;
 
+/// Runs one task and reports it with `memory`, read after it.
+fn run_one<T, F>(task: &F, number: usize, memory: fn() -> MemorySnapshot) -> ChildMessage<T>
+where
+    F: Fn(TaskContext) -> Result<T, String>,
+{
+    let started = Instant::now();
+    let outcome = run_caught(task, TaskContext { task: number });
+    ChildMessage::Report(ChildReport {
+        task: number,
+        outcome,
+        seconds: started.elapsed().as_secs_f64(),
+        memory: memory(),
+    })
+}
+
+/// Writes one message as a frame; false when it could not.
+fn send<T: Serialize>(pipe: &mut File, message: &ChildMessage<T>) -> bool {
+    frame::encode(message)
+        .and_then(|bytes| pipe.write_all(&bytes).map_err(|e| e.to_string()))
+        .is_ok()
+}
+
+/// The memory figures a child reads after a task: all of them, or the
+/// cheap peak RSS only.
+fn memory_reader(all: bool) -> fn() -> MemorySnapshot {
+    if all {
+        procmem::snapshot_self
+    } else {
+        procmem::snapshot_peak
+    }
+}
+
+/// Where a child gets its tasks from.
+enum ChildTasks<'a> {
+    /// All of them at fork.
+    Batch(&'a [usize]),
+    /// One task number at a time from this command pipe, until end of file.
+    Fed(OwnedFd),
+}
+
+/// The body of a child: runs its tasks and reports each one; a fed child
+/// under [`MemoryReport::PerChild`] reports its memory when told to leave.
 fn run_in_child<T, F>(
-    batch: &[usize],
+    tasks: ChildTasks,
     options: &PoolOptions,
     task: &F,
     write_end: OwnedFd,
@@ -477,38 +515,52 @@ where
     T: Serialize,
     F: Fn(TaskContext) -> Result<T, String>,
 {
-    prepare_child_process(parent_pid);
-    if let Some(limit_mb) = options.memory_limit_mb {
-        if limit_address_space(limit_mb).is_err() {
-            return EXIT_SETUP_FAILED;
-        }
+    if let Err(status) = set_up_child(options, parent_pid) {
+        return status;
     }
     let mut pipe = File::from(write_end);
-    for (at, &task_number) in batch.iter().enumerate() {
-        let started = Instant::now();
-        let context = TaskContext { task: task_number };
-        let outcome = match catch_unwind(AssertUnwindSafe(|| task(context))) {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(message)) => Err(Failure::Task(message)),
-            Err(payload) => Err(Failure::Panic(panic_message(payload.as_ref()))),
-        };
-        let report = ChildReport {
-            task: task_number,
-            outcome,
-            seconds: started.elapsed().as_secs_f64(),
-            memory: if options.memory == MemoryReport::PerTask || at + 1 == batch.len() {
-                procmem::snapshot_self()
-            } else {
-                procmem::snapshot_peak()
-            },
-        };
-        let written = frame::encode(&report)
-            .and_then(|bytes| pipe.write_all(&bytes).map_err(|e| e.to_string()));
-        if written.is_err() {
-            return EXIT_WRITE_FAILED;
+    let per_task = options.memory == MemoryReport::PerTask;
+    match tasks {
+        ChildTasks::Batch(batch) => {
+            for (at, &number) in batch.iter().enumerate() {
+                let memory = memory_reader(per_task || at + 1 == batch.len());
+                if !send(&mut pipe, &run_one(task, number, memory)) {
+                    return EXIT_WRITE_FAILED;
+                }
+            }
+        }
+        ChildTasks::Fed(commands) => {
+            let mut commands = File::from(commands);
+            let mut ran = false;
+            loop {
+                let number = match read_task(&mut commands) {
+                    Ok(Some(number)) => number,
+                    Ok(None) => break,
+                    Err(_) => return EXIT_COMMAND_FAILED,
+                };
+                if !send(&mut pipe, &run_one(task, number, memory_reader(per_task))) {
+                    return EXIT_WRITE_FAILED;
+                }
+                ran = true;
+            }
+            let memory = ChildMessage::Memory(procmem::snapshot_self());
+            if ran && !per_task && !send::<T>(&mut pipe, &memory) {
+                return EXIT_WRITE_FAILED;
+            }
         }
     }
     0
+}
+
+/// What every child does first; the exit status when it failed.
+fn set_up_child(options: &PoolOptions, parent_pid: Pid) -> Result<(), i32> {
+    prepare_child_process(parent_pid);
+    if let Some(limit_mb) = options.memory_limit_mb {
+        if limit_address_space(limit_mb).is_err() {
+            return Err(EXIT_SETUP_FAILED);
+        }
+    }
+    Ok(())
 }
 
 /// Makes the child independent of the R process's signal handling.

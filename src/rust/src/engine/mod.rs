@@ -3,10 +3,14 @@
 //!
 //! A worker is one of two kinds ([`WorkerKind`]):
 //!
-//! - a forked child process ([`fork`], Unix only, the default there): a
-//!   child runs a few tasks ([`TasksPerChild`]: a fixed number, or as many
-//!   as keep the cost of forking small against the tasks' own time), writes
-//!   one frame per finished task to its pipe at once, and leaves with
+//! - a forked child process ([`fork`], Unix only, the default there): by
+//!   default ([`TasksPerChild::Fed`]) the parent forks `workers` children
+//!   once per run (and one more for each that dies) and feeds each one task number at a time over a
+//!   command pipe, the next as soon as the child reports the last, so no
+//!   worker idles while tasks wait and a child never holds more than the one
+//!   task it is running; with [`TasksPerChild::Fixed`] each child gets a
+//!   fixed number of tasks at fork and a fresh child follows. A child writes
+//!   one frame per finished task to its result pipe at once and leaves with
 //!   `_exit`, so the operating system reclaims everything the tasks
 //!   allocated. The parent multiplexes
 //!   all pipes with `poll()`, enforces the per-task timeout and memory limit,
@@ -36,7 +40,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
-/// When the parent starts new children.
+/// When the parent starts new children under [`TasksPerChild::Fixed`] (fed
+/// workers are forked once per run, and a replacement for one that died at
+/// once, whatever the schedule).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Schedule {
     /// Fork a new child as soon as one exits.
@@ -61,25 +67,17 @@ impl std::str::FromStr for Schedule {
 /// How many tasks a forked child runs before it exits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TasksPerChild {
-    /// Exactly this many (fewer for the last child when tasks run out).
+    /// Exactly this many, given at fork (fewer for the last child when tasks
+    /// run out); then a fresh child.
     Fixed(usize),
-    /// Chosen by the parent as the run goes. The first child on each worker
-    /// runs one task (when the parent is resident in 1 GB or more, the
-    /// first children split the tasks evenly between the workers instead,
-    /// as forking such a parent is known to be expensive); once a child has
-    /// ended, the parent knows what a child costs beyond its tasks (fork,
-    /// exit, the memory report) and how long a task takes, and gives each
-    /// new child enough tasks that this cost stays under
-    /// [`AUTO_OVERHEAD_TARGET`] of their time, but never more than its share
-    /// of the tasks that remain (waiting or given to live children), so that
-    /// no worker is left with more than the others.
-    Auto,
+    /// Long-lived workers fed one task at a time: `workers` children per run
+    /// (fewer when there are fewer tasks), each sent its next task as soon
+    /// as it reports the last, and told to leave (end of file on its
+    /// command pipe) when none is left. A child that dies fails the one
+    /// task it was running, and a new child takes its place for the tasks
+    /// that remain.
+    Fed,
 }
-
-/// The share of a child's time that its fixed cost may take under
-/// [`TasksPerChild::Auto`].
-#[cfg_attr(not(unix), allow(dead_code))]
-pub(crate) const AUTO_OVERHEAD_TARGET: f64 = 0.02;
 
 /// When a forked child reads the memory figures that need a walk of its page
 /// tables (PSS and private dirty from `/proc/self/smaps_rollup`, whose cost
@@ -90,7 +88,9 @@ pub(crate) enum MemoryReport {
     PerTask,
     /// Once per child, after its last task; the other tasks' records carry
     /// the peak RSS only (it is cheap to read), their PSS and private dirty
-    /// are `None`.
+    /// are `None`. A fed child reads them when told to leave, and the
+    /// parent adds them to the record of its last task; a child that is
+    /// killed has none.
     PerChild,
 }
 
@@ -402,6 +402,18 @@ impl<T, P: FnMut(&TaskRecord<T>)> Records<T, P> {
             records,
             interrupted,
         }
+    }
+}
+
+/// Runs one task, a panic caught and recorded as [`Failure::Panic`].
+fn run_caught<T, F>(task: &F, context: TaskContext) -> Result<T, Failure>
+where
+    F: Fn(TaskContext) -> Result<T, String>,
+{
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task(context))) {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(message)) => Err(Failure::Task(message)),
+        Err(payload) => Err(Failure::Panic(panic_message(payload.as_ref()))),
     }
 }
 

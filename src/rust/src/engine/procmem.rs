@@ -65,17 +65,6 @@ pub(crate) fn snapshot_peak() -> MemorySnapshot {
     }
 }
 
-/// Resident size of the calling process in bytes (`VmRSS`; Linux, `None`
-/// elsewhere).
-#[cfg(unix)]
-pub(crate) fn resident_bytes() -> Option<u64> {
-    if !cfg!(target_os = "linux") {
-        return None;
-    }
-    let status = fs::read_to_string("/proc/self/status").ok()?;
-    field_kib(&status, "VmRSS:").map(|kib| kib * 1024)
-}
-
 /// Size of the calling process's virtual address space in bytes (`VmSize`),
 /// the quantity `RLIMIT_AS` limits (Linux).
 #[cfg(unix)]

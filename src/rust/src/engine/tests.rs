@@ -38,12 +38,12 @@ fn options(workers: usize, tasks_per_child: usize, schedule: Schedule) -> PoolOp
     }
 }
 
-/// Options with the automatic number of tasks per child.
-fn auto_options(workers: usize, schedule: Schedule) -> PoolOptions {
+/// Options of workers fed one task at a time, PSS once per child (the
+/// defaults of `bs_batch()`).
+fn fed_options(workers: usize) -> PoolOptions {
     PoolOptions {
         workers,
-        tasks_per_child: TasksPerChild::Auto,
-        schedule,
+        tasks_per_child: TasksPerChild::Fed,
         memory: MemoryReport::PerChild,
         ..PoolOptions::default()
     }
@@ -453,35 +453,34 @@ fn an_interrupt_kills_and_reaps_every_child_promptly() {
         }
         Ok(context.task as u8)
     };
-    let started = Instant::now();
-    let interrupt_after_300ms = || started.elapsed() > Duration::from_millis(300);
-    let mut announced = Vec::new();
-    let batch = leaves_no_trace(|| {
-        super::run_tasks(
-            &numbers(4),
-            &options(2, 1, Schedule::Rolling),
-            slow,
-            interrupt_after_300ms,
-            |record| announced.push(record.task),
-        )
-        .unwrap()
-    });
-    assert!(batch.interrupted);
-    // The finished task is kept; the others are marked interrupted.
-    assert_eq!(batch.records[0].outcome, Ok(1));
-    assert_eq!(announced, vec![1]);
-    for record in &batch.records[1..] {
-        assert_eq!(record.outcome, Err(Failure::Interrupted));
-        assert_eq!(
-            record.outcome.as_ref().unwrap_err().to_string(),
-            "interrupted"
+    for opts in [options(2, 1, Schedule::Rolling), fed_options(2)] {
+        let started = Instant::now();
+        let interrupt_after_300ms = || started.elapsed() > Duration::from_millis(300);
+        let mut announced = Vec::new();
+        let batch = leaves_no_trace(|| {
+            super::run_tasks(&numbers(4), &opts, slow, interrupt_after_300ms, |record| {
+                announced.push(record.task)
+            })
+            .unwrap()
+        });
+        assert!(batch.interrupted);
+        // The finished task is kept; the others are marked interrupted.
+        assert_eq!(batch.records[0].outcome, Ok(1));
+        assert_eq!(announced, vec![1]);
+        for record in &batch.records[1..] {
+            assert_eq!(record.outcome, Err(Failure::Interrupted));
+            assert_eq!(
+                record.outcome.as_ref().unwrap_err().to_string(),
+                "interrupted"
+            );
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}: took {:?}",
+            opts.tasks_per_child,
+            started.elapsed()
         );
     }
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "took {:?}",
-        started.elapsed()
-    );
 }
 
 #[test]
@@ -544,209 +543,6 @@ fn zero_tasks_fork_nothing() {
 }
 
 #[test]
-fn the_automatic_size_follows_the_hand_calculation() {
-    use super::fork::auto_tasks;
-    // Nothing measured yet: one task per child.
-    assert_eq!(auto_tasks(None, None, 40, 0, 2), 1);
-    assert_eq!(auto_tasks(Some(0.05), None, 40, 0, 2), 1);
-    assert_eq!(auto_tasks(None, Some(0.5), 40, 0, 2), 1);
-    // 45 ms per child against 0.5 s tasks: 0.045 / (0.02 * 0.5) = 4.5, so 5.
-    assert_eq!(auto_tasks(Some(0.045), Some(0.5), 40, 0, 2), 5);
-    // ... but never more than the worker's share of what remains:
-    // ceil(6 / 2) = 3, ceil(7 / 4) = 2.
-    assert_eq!(auto_tasks(Some(0.045), Some(0.5), 6, 0, 2), 3);
-    assert_eq!(auto_tasks(Some(0.045), Some(0.5), 7, 0, 4), 2);
-    // 3 ms per child against 0.5 s tasks: 0.3, so a fresh child per task.
-    assert_eq!(auto_tasks(Some(0.003), Some(0.5), 40, 0, 2), 1);
-    // Tasks that take no measurable time: the whole share.
-    assert_eq!(auto_tasks(Some(0.003), Some(0.0), 41, 0, 2), 21);
-    assert_eq!(auto_tasks(Some(0.0), Some(0.0), 41, 0, 2), 21);
-    // Tasks given to live children count: 19 waiting and 19 in another
-    // child make a share of ceil(38 / 2) = 19; 18 waiting and 20 in flight
-    // a share of 19, but only 18 are there.
-    assert_eq!(auto_tasks(Some(0.003), Some(0.0), 19, 19, 2), 19);
-    assert_eq!(auto_tasks(Some(0.003), Some(0.0), 18, 20, 2), 18);
-    assert_eq!(auto_tasks(Some(0.003), Some(0.0), 30, 10, 2), 20);
-    // A last single task.
-    assert_eq!(auto_tasks(Some(0.05), Some(0.001), 1, 0, 8), 1);
-}
-
-#[test]
-fn the_sizer_honours_a_fixed_number_and_learns_under_auto() {
-    use super::fork::ChildSizer;
-    let fixed = ChildSizer::new(TasksPerChild::Fixed(3));
-    assert_eq!(fixed.tasks_for_next(10, 0, 2), 3);
-    assert_eq!(fixed.tasks_for_next(2, 5, 2), 2);
-    let mut auto = ChildSizer::new(TasksPerChild::Auto);
-    assert_eq!(auto.tasks_for_next(40, 0, 2), 1);
-    // Children that cost 40, 45 and 90 ms (median 45) beyond tasks of 0.4
-    // and 0.6 s (mean 0.5): 0.045 / (0.02 * 0.5) = 4.5, so 5.
-    auto.task_finished(0.4);
-    auto.task_finished(0.6);
-    auto.child_finished(0.04);
-    auto.child_finished(0.09);
-    auto.child_finished(0.045);
-    assert_eq!(auto.tasks_for_next(40, 0, 2), 5);
-    assert_eq!(auto.tasks_for_next(4, 2, 2), 3);
-}
-
-#[test]
-fn a_large_parent_splits_the_first_children_evenly() {
-    use super::fork::{ChildSizer, LARGE_PARENT_BYTES};
-    let large = ChildSizer::for_parent(TasksPerChild::Auto, Some(LARGE_PARENT_BYTES));
-    assert_eq!(large.tasks_for_next(20, 0, 2), 10);
-    assert_eq!(large.tasks_for_next(10, 10, 2), 10);
-    assert_eq!(large.tasks_for_next(7, 0, 3), 3);
-    let small = ChildSizer::for_parent(TasksPerChild::Auto, Some(LARGE_PARENT_BYTES - 1));
-    assert_eq!(small.tasks_for_next(20, 0, 2), 1);
-    let unknown = ChildSizer::for_parent(TasksPerChild::Auto, None);
-    assert_eq!(unknown.tasks_for_next(20, 0, 2), 1);
-    // An explicit number wins.
-    let fixed = ChildSizer::for_parent(TasksPerChild::Fixed(1), Some(LARGE_PARENT_BYTES));
-    assert_eq!(fixed.tasks_for_next(20, 0, 2), 1);
-}
-
-#[test]
-fn a_parent_holding_a_gigabyte_forks_one_child_per_worker() {
-    if under_valgrind() {
-        return;
-    }
-    let mut ballast = vec![0u8; (LARGE_PARENT_PROBE_MB) << 20];
-    for page in ballast.chunks_mut(4096) {
-        page[0] = 1;
-    }
-    let records = leaves_no_trace(|| {
-        run_tasks(
-            &numbers(20),
-            &auto_options(2, Schedule::Rolling),
-            draws,
-            never,
-            |_| {},
-        )
-        .unwrap()
-    });
-    std::hint::black_box(&ballast);
-    drop(ballast);
-    let groups = tasks_per_pid(&records);
-    assert_eq!(
-        groups.iter().map(|(_, t)| t.len()).collect::<Vec<_>>(),
-        vec![10, 10]
-    );
-    assert_eq!(
-        values(records),
-        numbers(20)
-            .into_iter()
-            .map(|t| draws(TaskContext { task: t }).unwrap())
-            .collect::<Vec<_>>()
-    );
-}
-
-/// MB the large-parent test allocates: a little over 1 GiB.
-const LARGE_PARENT_PROBE_MB: usize = 1040;
-
-#[test]
-fn automatic_grouping_gives_the_results_of_a_fresh_child_per_task() {
-    let n = 40;
-    let reference: Vec<Vec<f64>> = numbers(n)
-        .into_iter()
-        .map(|t| draws(TaskContext { task: t }).unwrap())
-        .collect();
-    for schedule in [Schedule::Rolling, Schedule::Batch] {
-        let fresh = leaves_no_trace(|| {
-            run_tasks(&numbers(n), &options(2, 1, schedule), draws, never, |_| {}).unwrap()
-        });
-        assert_eq!(tasks_per_pid(&fresh).len(), n);
-        let auto = leaves_no_trace(|| {
-            run_tasks(
-                &numbers(n),
-                &auto_options(2, schedule),
-                draws,
-                never,
-                |_| {},
-            )
-            .unwrap()
-        });
-        assert_eq!(auto.iter().map(|r| r.task).collect::<Vec<_>>(), numbers(n));
-        let groups = tasks_per_pid(&auto);
-        // Tasks of microseconds against a fork of a millisecond: grouped,
-        // yet spread over both workers and never more than half of them in
-        // one child (the first child per worker runs one task; the next
-        // ones split the rest, 20 and 18 or 19 and 19).
-        assert!(
-            groups.len() >= 3 && groups.len() < n / 2,
-            "{schedule:?}: {} children for {n} tasks",
-            groups.len()
-        );
-        assert!(groups.iter().all(|(_, tasks)| tasks.len() <= n / 2));
-        assert_eq!(groups[0].1.len(), 1, "the first child runs one task");
-        assert_eq!(values(fresh), reference, "{schedule:?} fresh");
-        assert_eq!(values(auto), reference, "{schedule:?} auto");
-    }
-}
-
-#[test]
-fn automatic_grouping_keeps_a_fresh_child_for_tasks_much_longer_than_a_fork() {
-    if under_valgrind() {
-        return; // forks take milliseconds under memcheck
-    }
-    // A fork of this small test process costs about a millisecond; against
-    // tasks of 0.5 s the 2 % target needs 1 task per child (up to 10 ms).
-    let slow = |context: TaskContext| {
-        std::thread::sleep(Duration::from_millis(500));
-        draws(context)
-    };
-    let records = leaves_no_trace(|| {
-        run_tasks(
-            &numbers(6),
-            &auto_options(2, Schedule::Rolling),
-            slow,
-            never,
-            |_| {},
-        )
-        .unwrap()
-    });
-    assert_eq!(tasks_per_pid(&records).len(), 6);
-}
-
-#[test]
-fn a_crash_in_an_automatically_grouped_child_fails_only_its_task() {
-    let crash = |context: TaskContext| {
-        if context.task == 25 {
-            unsafe { libc::raise(libc::SIGKILL) };
-        }
-        draws(context)
-    };
-    let records = leaves_no_trace(|| {
-        run_tasks(
-            &numbers(40),
-            &auto_options(2, Schedule::Rolling),
-            crash,
-            never,
-            |_| {},
-        )
-        .unwrap()
-    });
-    let crashed = &records[24];
-    assert_eq!(crashed.outcome.as_ref().unwrap_err(), &Failure::Signal(9));
-    // Task 25 was not alone in its child: the tasks after it were given to
-    // other children and succeeded.
-    let groups = tasks_per_pid(&records);
-    let group_of_25 = groups.iter().find(|(pid, _)| *pid == crashed.pid).unwrap();
-    assert_eq!(group_of_25.1.last(), Some(&25));
-    assert!(group_of_25.1.len() > 1, "{groups:?}");
-    let after: Vec<&TaskRecord<Vec<f64>>> = records.iter().filter(|r| r.task > 25).collect();
-    assert!(after.iter().all(|r| r.pid != crashed.pid));
-    for r in records.iter().filter(|r| r.task != 25) {
-        assert_eq!(
-            r.outcome.as_ref().unwrap(),
-            &draws(TaskContext { task: r.task }).unwrap(),
-            "task {}",
-            r.task
-        );
-    }
-}
-
-#[test]
 fn pss_is_read_once_per_child_unless_asked_per_task() {
     for (memory, per_task) in [
         (MemoryReport::PerChild, false),
@@ -774,6 +570,279 @@ fn pss_is_read_once_per_child_unless_asked_per_task() {
                 r.task
             );
             assert_eq!(r.memory.private_dirty_mb.is_some(), per_task || last);
+        }
+    }
+}
+
+/// The reference values of tasks `1..=n`, computed in this process.
+fn reference_draws(n: usize) -> Vec<Vec<f64>> {
+    numbers(n)
+        .into_iter()
+        .map(|t| draws(TaskContext { task: t }).unwrap())
+        .collect()
+}
+
+#[test]
+fn fed_workers_run_every_task_once_in_one_child_per_worker() {
+    for (workers, n) in [(1, 13), (2, 13), (3, 13), (5, 13), (9, 4)] {
+        let mut announced = Vec::new();
+        let records = leaves_no_trace(|| {
+            run_tasks(&numbers(n), &fed_options(workers), draws, never, |r| {
+                announced.push(r.task)
+            })
+            .unwrap()
+        });
+        announced.sort_unstable();
+        assert_eq!(
+            announced,
+            numbers(n),
+            "{workers} workers: announced once each"
+        );
+        assert_eq!(
+            records.iter().map(|r| r.task).collect::<Vec<_>>(),
+            numbers(n)
+        );
+        let pids: HashSet<i32> = records.iter().map(|r| r.pid).collect();
+        assert!(!pids.contains(&(std::process::id() as i32)));
+        assert_eq!(
+            pids.len(),
+            workers.min(n),
+            "{workers} workers, {n} tasks: forks"
+        );
+        assert_eq!(values(records), reference_draws(n), "{workers} workers");
+    }
+}
+
+/// Task 1 sleeps `long` seconds, the others `short` (stretched under valgrind).
+fn one_long_task(long: f64, short: f64) -> impl Fn(TaskContext) -> Result<Vec<f64>, String> + Sync {
+    move |context: TaskContext| {
+        let pause = stretch() * if context.task == 1 { long } else { short };
+        std::thread::sleep(Duration::from_secs_f64(pause));
+        draws(context)
+    }
+}
+
+#[test]
+fn a_fed_worker_takes_the_next_task_as_soon_as_it_is_free() {
+    // Task 1 takes 1 s; the other 11 take 20 ms each, 0.22 s in all: the
+    // second worker runs them while the first is still on task 1.
+    let records = leaves_no_trace(|| {
+        run_tasks(
+            &numbers(12),
+            &fed_options(2),
+            one_long_task(1.0, 0.02),
+            never,
+            |_| {},
+        )
+        .unwrap()
+    });
+    let groups = tasks_per_pid(&records);
+    assert_eq!(groups.len(), 2);
+    let long_worker = groups.iter().find(|(_, tasks)| tasks.contains(&1)).unwrap();
+    assert!(
+        long_worker.1.len() <= 2,
+        "the worker on the long task ran {:?}",
+        long_worker.1
+    );
+    assert_eq!(values(records), reference_draws(12));
+}
+
+#[test]
+fn a_failure_in_a_fed_child_costs_only_its_task() {
+    // Task 3 fails in one of five ways; the other tasks take 20 ms each, so
+    // tasks are still waiting when the failure is seen.
+    let kinds: [(&str, bool); 5] = [
+        ("crash", true),
+        ("exit", true),
+        ("panic", false),
+        ("error", false),
+        ("memory", true),
+    ];
+    for (kind, child_dies) in kinds {
+        if kind == "memory" && under_valgrind() {
+            continue;
+        }
+        let failing = move |context: TaskContext| -> Result<Vec<f64>, String> {
+            if context.task == 3 {
+                match kind {
+                    "crash" => unsafe {
+                        libc::raise(libc::SIGKILL);
+                    },
+                    "exit" => unsafe { libc::_exit(7) },
+                    "panic" => panic!("deliberate"),
+                    "error" => return Err("bad input".into()),
+                    _ => {
+                        let mut buffer = vec![0u8; 400 << 20];
+                        for page in buffer.chunks_mut(4096) {
+                            page[0] = 1;
+                        }
+                        std::hint::black_box(buffer);
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_secs_f64(0.02 * stretch()));
+            draws(context)
+        };
+        let mut opts = fed_options(2);
+        if kind == "memory" {
+            opts.memory_limit_mb = Some(100.0);
+        }
+        let records =
+            leaves_no_trace(|| run_tasks(&numbers(10), &opts, failing, never, |_| {}).unwrap());
+        let expected = match kind {
+            "crash" => Failure::Signal(9),
+            "exit" => Failure::Exit(7),
+            "panic" => Failure::Panic("deliberate".into()),
+            "error" => Failure::Task("bad input".into()),
+            _ => Failure::MemoryLimit,
+        };
+        assert_eq!(
+            records[2].outcome.as_ref().unwrap_err(),
+            &expected,
+            "{kind}"
+        );
+        for r in records.iter().filter(|r| r.task != 3) {
+            assert_eq!(
+                r.outcome.as_ref().unwrap(),
+                &draws(TaskContext { task: r.task }).unwrap(),
+                "{kind}: task {}",
+                r.task
+            );
+        }
+        // A child that died is replaced once; one that survived goes on.
+        let pids: HashSet<i32> = records.iter().map(|r| r.pid).collect();
+        assert_eq!(pids.len(), if child_dies { 3 } else { 2 }, "{kind}: forks");
+        let dead = records[2].pid;
+        for pid in pids.iter().filter(|&&pid| !child_dies || pid != dead) {
+            let measured = records
+                .iter()
+                .filter(|r| r.pid == *pid && r.memory.pss_mb.is_some())
+                .count();
+            assert_eq!(measured, 1, "{kind}: PSS of child {pid}");
+        }
+        if child_dies {
+            assert!(records
+                .iter()
+                .filter(|r| r.pid == dead)
+                .all(|r| r.memory.pss_mb.is_none()));
+        }
+    }
+}
+
+#[test]
+fn a_hung_fed_task_does_not_hold_back_the_tasks_after_it() {
+    let hang = |context: TaskContext| {
+        if context.task == 2 {
+            loop {
+                std::thread::sleep(Duration::from_secs(60));
+            }
+        }
+        std::thread::sleep(Duration::from_secs_f64(0.02 * stretch()));
+        draws(context)
+    };
+    let timeout = 2.0 * stretch();
+    let mut opts = fed_options(2);
+    opts.timeout = Some(Duration::from_secs_f64(timeout));
+    let started = Instant::now();
+    let mut announced: Vec<(usize, f64)> = Vec::new();
+    let records = leaves_no_trace(|| {
+        run_tasks(&numbers(8), &opts, hang, never, |r| {
+            announced.push((r.task, started.elapsed().as_secs_f64()))
+        })
+        .unwrap()
+    });
+    assert_eq!(
+        records[1].outcome.as_ref().unwrap_err(),
+        &Failure::Timeout(timeout)
+    );
+    // The seven other tasks (about 0.14 s of work) all came back before the
+    // hung one was given up.
+    for &(task, at) in announced.iter().filter(|(task, _)| *task != 2) {
+        assert!(at < timeout, "task {task} came back after {at} s");
+    }
+    assert!(records
+        .iter()
+        .filter(|r| r.task != 2)
+        .all(|r| r.outcome.is_ok()));
+    assert!(started.elapsed() < Duration::from_secs_f64(3.0 * timeout));
+}
+
+#[test]
+fn a_fed_child_reads_its_pss_once_after_its_last_task_unless_asked_per_task() {
+    // The worker on the 0.5 s task 1 was sent it while tasks still waited,
+    // and then none was left for it: its PSS comes when it is told to leave.
+    for memory in [MemoryReport::PerChild, MemoryReport::PerTask] {
+        let options = PoolOptions {
+            memory,
+            ..fed_options(2)
+        };
+        let records = leaves_no_trace(|| {
+            run_tasks(
+                &numbers(9),
+                &options,
+                one_long_task(0.5, 0.01),
+                never,
+                |_| {},
+            )
+            .unwrap()
+        });
+        let groups = tasks_per_pid(&records);
+        assert_eq!(groups.len(), 2);
+        for r in &records {
+            let (_, tasks) = groups.iter().find(|(pid, _)| *pid == r.pid).unwrap();
+            // A fed child runs its tasks in increasing order: its last is its largest.
+            let last = tasks.iter().max() == Some(&r.task);
+            let expect = memory == MemoryReport::PerTask || last;
+            assert!(r.memory.peak_rss_mb.is_some(), "task {}", r.task);
+            assert_eq!(
+                r.memory.pss_mb.is_some(),
+                expect,
+                "{memory:?} task {}",
+                r.task
+            );
+            assert_eq!(r.memory.private_dirty_mb.is_some(), expect);
+        }
+        assert_eq!(values(records), reference_draws(9));
+    }
+}
+
+#[test]
+fn a_command_to_a_dead_child_is_an_error_not_a_sigpipe() {
+    // R catches SIGPIPE and turns it into an R error; here SIGPIPE is at its
+    // default action, which would end the process.
+    // SAFETY: the child only makes system calls and leaves with `_exit`.
+    match unsafe { nix::unistd::fork() }.unwrap() {
+        nix::unistd::ForkResult::Child => {
+            let code = std::panic::catch_unwind(|| {
+                unsafe {
+                    nix::sys::signal::signal(
+                        nix::sys::signal::Signal::SIGPIPE,
+                        nix::sys::signal::SigHandler::SigDfl,
+                    )
+                }
+                .unwrap();
+                let (read_end, write_end) = nix::unistd::pipe().unwrap();
+                drop(read_end);
+                let mut commands = std::fs::File::from(write_end);
+                let error = super::fork::send_task(&mut commands, 5).unwrap_err();
+                let restored = unsafe {
+                    nix::sys::signal::signal(
+                        nix::sys::signal::Signal::SIGPIPE,
+                        nix::sys::signal::SigHandler::SigDfl,
+                    )
+                }
+                .unwrap();
+                match (error.raw_os_error(), restored) {
+                    (Some(libc::EPIPE), nix::sys::signal::SigHandler::SigDfl) => 0,
+                    _ => 1,
+                }
+            })
+            .unwrap_or(2);
+            unsafe { libc::_exit(code) }
+        }
+        nix::unistd::ForkResult::Parent { child } => {
+            let status = nix::sys::wait::waitpid(child, None).unwrap();
+            assert_eq!(status, nix::sys::wait::WaitStatus::Exited(child, 0));
         }
     }
 }

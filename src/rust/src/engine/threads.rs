@@ -9,10 +9,9 @@
 //! as the grid search's fits.
 
 use super::{
-    panic_message, Failure, MemorySnapshot, PoolError, PoolOptions, Records, TaskContext,
-    TaskRecord, POLL_INTERVAL,
+    run_caught, MemorySnapshot, PoolError, PoolOptions, Records, TaskContext, TaskRecord,
+    POLL_INTERVAL,
 };
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::time::Instant;
@@ -55,12 +54,7 @@ where
                         break;
                     };
                     let started = Instant::now();
-                    let context = TaskContext { task: number };
-                    let outcome = match catch_unwind(AssertUnwindSafe(|| task(context))) {
-                        Ok(Ok(value)) => Ok(value),
-                        Ok(Err(message)) => Err(Failure::Task(message)),
-                        Err(payload) => Err(Failure::Panic(panic_message(payload.as_ref()))),
-                    };
+                    let outcome = run_caught(task, TaskContext { task: number });
                     let record = TaskRecord {
                         task: number,
                         outcome,
@@ -108,7 +102,7 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::super::{run_tasks, WorkerKind};
+    use super::super::{run_tasks, Failure, WorkerKind};
     use super::*;
     use std::time::Duration;
 
