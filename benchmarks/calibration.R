@@ -40,13 +40,8 @@ workers <- 2L
 
 out_dir <- function(m) file.path("benchmarks", "out", "calibration", m)
 
-simulate_dataset <- function(animals, k) {
-  design <- wisp_design(between = list(genotype = c("KO", "WT")),
-                        within = list(hemisphere = c("left", "right")),
-                        animals.per.group = animals)
-  wisp_simulate(design = design, n.genes = 4, n.bins = 40, cells.per.bin = 4,
-                degrees = 1L, effect.prob = c(0, 0, 1, 1), seed = 10000 * animals + k)
-}
+# The simulated experiments (same seeds in every calibration benchmark).
+source("benchmarks/calibration_design.R")
 
 # One row per tested effect: the method's estimate, interval and p-values.
 effect_rows <- function(fit, stats, truth, method, likelihood, structure) {

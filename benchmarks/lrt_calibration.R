@@ -32,14 +32,8 @@ workers <- 2L
 dir <- file.path("benchmarks", "out", "lrt_calibration", mode)
 dir.create(dir, recursive = TRUE, showWarnings = FALSE)
 
-# The data sets of benchmarks/calibration.R (same seeds).
-simulate_dataset <- function(animals, k) {
-  design <- wisp_design(between = list(genotype = c("KO", "WT")),
-                        within = list(hemisphere = c("left", "right")),
-                        animals.per.group = animals)
-  wisp_simulate(design = design, n.genes = 4, n.bins = 40, cells.per.bin = 4,
-                degrees = 1L, effect.prob = c(0, 0, 1, 1), seed = 10000 * animals + k)
-}
+# The data sets of the calibration benchmark (same seeds).
+source("benchmarks/calibration_design.R")
 
 one_test <- function(data, truth, gene, k) {
   subset <- data[data$species == gene, ]

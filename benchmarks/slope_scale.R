@@ -15,14 +15,8 @@ args <- commandArgs(trailingOnly = TRUE)
 datasets <- if (length(args)) as.integer(args[1]) else 60L
 suppressPackageStartupMessages(library(wispack))
 
-# The calibration benchmark's data sets (benchmarks/calibration.R).
-simulate_dataset <- function(animals, k) {
-  design <- wisp_design(between = list(genotype = c("KO", "WT")),
-                        within = list(hemisphere = c("left", "right")),
-                        animals.per.group = animals)
-  wisp_simulate(design = design, n.genes = 4, n.bins = 40, cells.per.bin = 4,
-                degrees = 1L, effect.prob = c(0, 0, 1, 1), seed = 10000 * animals + k)
-}
+# The data sets of the calibration benchmark (same seeds).
+source("benchmarks/calibration_design.R")
 
 priors <- list(default = list(),
                none = list(effect_prior_sd = 0, slope_prior_sd = 0, step_prior_sd = 0))
