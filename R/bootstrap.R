@@ -80,7 +80,11 @@
 #'   (fork backend).
 #' @param child.memory.limit Megabytes of memory a forked worker may add
 #'   beyond its size at fork; a replicate that needs more fails with reason
-#'   "memory limit" (fork backend, Linux only).
+#'   "memory limit" (fork backend, Linux only). The limit holds for the
+#'   worker's life, so with the default workers, which run many replicates,
+#'   heap an earlier replicate freed but kept counts against it: add
+#'   `trim.memory = TRUE`, or `tasks.per.child = 1` for a fresh worker per
+#'   replicate, to hold each replicate to the limit alone.
 #' @param trim.memory Return freed heap memory to the system after each
 #'   replicate (glibc `malloc_trim`), for workers that run several.
 #' @param memory.per.replicate Read `pss_mb` and `private_dirty_mb` after
