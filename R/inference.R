@@ -127,14 +127,21 @@ slope_ratio_tests <- function(fit, covariance, df, alpha, wald) {
 # inst/extdata/calibration.csv, go into the message).
 WALD_CALIBRATED_ANIMALS <- 5L
 
-warn_wald_small_design <- function(fit, call = sys.call(-1)) {
+# The animals in the smallest group when `stats` (a fit's statistics) hold
+# Wald tests of point effects and some group has fewer than
+# WALD_CALIBRATED_ANIMALS animals; NULL otherwise.
+wald_small_design <- function(fit, stats = fit$stats) {
   groups <- fit$design$groups
-  stats <- fit$stats
-  if (is.null(groups) || !length(groups) || !identical(stats$method, "wald")) return(invisible())
+  if (is.null(groups) || !length(groups) || !identical(stats$method, "wald")) return(NULL)
   component <- fit$parameters$component[match(stats$parameters$parameter, fit$parameters$name)]
-  if (!any(component %in% "tpoint" & !is.na(stats$parameters$p.value))) return(invisible())
+  if (!any(component %in% "tpoint" & !is.na(stats$parameters$p.value))) return(NULL)
   smallest <- min(table(groups))
-  if (smallest >= WALD_CALIBRATED_ANIMALS) return(invisible())
+  if (smallest >= WALD_CALIBRATED_ANIMALS) NULL else as.integer(smallest)
+}
+
+warn_wald_small_design <- function(fit, call = sys.call(-1)) {
+  smallest <- wald_small_design(fit)
+  if (is.null(smallest)) return(invisible())
   measured <- calibration_row("wald", 3L, "tpoint")
   figures <- if (is.null(measured)) "" else sprintf(paste0(
     ": in the calibration benchmark with 3 animals per genotype, %.1f %% of true-null tpoint ",

@@ -247,7 +247,11 @@ print.wisp <- function(x, ...) {
 #'   row per curve: `context, species, degree` (chosen), `fixed` (set by
 #'   `degrees =`), `runner.up` (the next best degree), `margin` (its BIC
 #'   minus the winner's) and `close` (`margin` below 2: the data barely
-#'   prefer the chosen degree; printed as a warning line with those curves).
+#'   prefer the chosen degree; printed as a warning line with those curves),
+#'   and `small.design`: `NULL`, or, for Wald tests of transition points
+#'   with fewer than 5 animals in some group (where they were
+#'   anti-conservative in the calibration benchmark; see [wisp()]), the
+#'   number of animals in the smallest group, printed as a caution.
 #' @seealso [coef.wisp()], [confint.wisp()]
 #' @export
 #' @examples
@@ -292,7 +296,8 @@ summary.wisp <- function(object, level = NULL, ...) {
     fit.diagnostics = object$fit.diagnostics, degrees = object$degrees,
     n.warp = sum(p$role %in% "warp"), nobs = nobs.wisp(object), logLik = logLik.wisp(object),
     structure = structure_summary(object$structure.selection),
-    held.effects = object$held.effects
+    held.effects = object$held.effects,
+    small.design = if (tested) wald_small_design(object) else NULL
   ), class = "summary.wisp")
 }
 
@@ -378,6 +383,14 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
   if (isTRUE(x$tested)) {
     cat(strwrap(sprintf("Signif.: *** p.adj < %g, ** < %g, * < %g, ns otherwise (tested: treatment effects)",
                         x$alpha / 50, x$alpha / 5, x$alpha), exdent = 2), sep = "\n")
+  }
+  if (!is.null(x$small.design)) {
+    cat(strwrap(sprintf(paste0(
+      "Caution: the smallest group has %d animals; below %d per group the Wald tests of ",
+      "transition points (tpoint) were anti-conservative in the calibration benchmark ",
+      "(vignette(\"inference\")): bootstrap them (bs_batch(resample = \"parametric\")) ",
+      "before reading their stars."), x$small.design, WALD_CALIBRATED_ANIMALS), exdent = 2),
+      sep = "\n")
   }
   invisible(x)
 }

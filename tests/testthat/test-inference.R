@@ -94,3 +94,25 @@ test_that("wisp() warns when its Wald tests of points are outside the calibrated
   expect_false(quiet(wisp(enough, degrees = 1L, verbose = FALSE,
                           model.settings = list(LRO_cost = "none"))))
 })
+
+test_that("summary() repeats the small-design caution of Wald tests of points", {
+  design <- function(animals) {
+    wisp_design(between = list(genotype = c("KO", "WT")),
+                within = list(hemisphere = c("left", "right")), animals.per.group = animals)
+  }
+  few <- wisp_simulate(design = design(3), n.genes = 1, n.bins = 30, degrees = 1L, seed = 5)
+  fit <- without_design_warning(wisp(few, degrees = 1L, model.settings = list(LRO_cost = "none"),
+                                     verbose = FALSE))
+  s <- summary(fit)
+  expect_identical(s$small.design, 3L)
+  expect_output(print(s), "Caution: the smallest group has 3 animals")
+  # Percentile statistics from a bootstrap: no Wald tests, no caution.
+  boot <- suppressWarnings(bs_batch(fit, 9, backend = "serial", seed = 1, progress = FALSE))
+  booted <- suppressWarnings(wisp_statistics(fit, boot = boot))
+  expect_null(summary(booted)$small.design)
+  # Enough animals: no caution.
+  enough <- wisp_simulate(design = design(5), n.genes = 1, n.bins = 30, degrees = 1L, seed = 5)
+  s <- summary(wisp(enough, degrees = 1L, model.settings = list(LRO_cost = "none"), verbose = FALSE))
+  expect_null(s$small.design)
+  expect_false(any(grepl("Caution", capture.output(print(s)))))
+})
