@@ -88,10 +88,14 @@
 #' @param trim.memory Return freed heap memory to the system after each
 #'   replicate (glibc `malloc_trim`), for workers that run several.
 #' @param memory.per.replicate Read `pss_mb` and `private_dirty_mb` after
-#'   every replicate (`TRUE`) instead of once per worker, after its last
-#'   replicate (`FALSE`, default). Reading them makes the kernel walk the
-#'   worker's page tables, which takes about 9 ms in a 1 GB R session and
-#'   34 ms in a 4 GB one, a cost paid per replicate with `TRUE`.
+#'   every replicate (`TRUE`), once per worker, after its last replicate
+#'   (`FALSE`, default), or never (`NA`: both columns `NA`; `peak_rss_mb`,
+#'   which costs nothing, is still read). Reading them makes the kernel walk
+#'   the worker's page tables, which takes about 9 ms in a 1 GB R session
+#'   and 34 ms in a 4 GB one on a quiet machine, and 0.2-0.3 s at 4 GB on a
+#'   loaded one: a cost paid per replicate with `TRUE`, per worker and run
+#'   with `FALSE`, and not at all with `NA` (for short runs from a large
+#'   session, where it is most of what a run costs beyond its replicates).
 #' @param checkpoint `NULL`, or the path of a checkpoint file that makes the
 #'   run resumable. Every backend appends each replicate's outcome to it as
 #'   soon as it is known, in a checksummed frame that is flushed to disk
@@ -293,7 +297,10 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
   backend <- bootstrap_backend(backend, max.fork, child.memory.limit)
   if (backend %in% c("fork", "mclapply")) warn_workers_above_cores(max.fork, "max.fork")
   if (!is.null(tasks.per.child)) check_whole_number(tasks.per.child, "tasks.per.child", lower = 1)
-  check_flag(memory.per.replicate, "memory.per.replicate")
+  if (!(is.logical(memory.per.replicate) && length(memory.per.replicate) == 1L)) {
+    stop_input("`memory.per.replicate` must be TRUE, FALSE or NA, not ",
+               describe_value(memory.per.replicate), ".")
+  }
   schedule <- match_choice(schedule, "schedule", c("rolling", "batch"))
   check_flag(mc.preschedule, "mc.preschedule")
   check_timeout(timeout)
@@ -332,8 +339,9 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
                              schedule, timeout, child.memory.limit, trim.memory, notify,
                              checkpoint, memory.per.replicate),
       mclapply = {
-        measure <- memory.per.replicate |
-          mclapply_last_of_worker(length(replicates), max.fork, mc.preschedule)
+        measure <- reads_memory(memory.per.replicate,
+                                mclapply_last_of_worker(length(replicates), max.fork,
+                                                        mc.preschedule))
         collect_replicates(parallel::mclapply(seq_along(replicates), function(i) {
           run_replicate_safely(replicates[i], fit$plan, seed, trim.memory, checkpoint, resample,
                                memory = measure[i])
@@ -343,7 +351,8 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
       serial = collect_replicates(lapply(seq_along(replicates), function(i) {
         row <- run_replicate_safely(replicates[i], fit$plan, seed, trim.memory, checkpoint,
                                     resample,
-                                    memory = memory.per.replicate || i == length(replicates))
+                                    memory = reads_memory(memory.per.replicate,
+                                                          i == length(replicates)))
         notify()
         row
       }), NULL, parameter_count, checkpoint, replicates),
@@ -543,6 +552,12 @@ mclapply_last_of_worker <- function(n, cores, preschedule) {
   seq_len(n) > n - cores
 }
 
+# Whether a replicate reads PSS and private dirty (`memory.per.replicate`:
+# TRUE every replicate, FALSE a worker's `last` one, NA none).
+reads_memory <- function(memory_per_replicate, last) {
+  if (is.na(memory_per_replicate)) rep(FALSE, length(last)) else memory_per_replicate | last
+}
+
 # `tasks_per_child` NULL: workers fed one replicate at a time (0 tells the engine so).
 fork_replicates <- function(plan, resample, seed, replicates, workers, tasks_per_child, schedule,
                             timeout, memory_limit, trim_memory, notify, checkpoint = NULL,
@@ -551,7 +566,7 @@ fork_replicates <- function(plan, resample, seed, replicates, workers, tasks_per
     plan, resample, as.double(seed), as.integer(replicates), as.integer(workers),
     if (is.null(tasks_per_child)) 0L else as.integer(tasks_per_child), schedule,
     as.double(timeout), if (is.null(memory_limit)) NA_real_ else as.double(memory_limit),
-    isTRUE(memory_per_replicate), trim_memory, function(replicate, ok) notify(),
+    as.logical(memory_per_replicate), trim_memory, function(replicate, ok) notify(),
     if (is.null(checkpoint)) "" else checkpoint$path,
     if (is.null(checkpoint)) "" else checkpoint$key
   ))

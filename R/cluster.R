@@ -192,6 +192,6 @@ run_replicate_chunk <- function(replicates, plan, seed, trim_memory, kill = inte
       tools::pskill(Sys.getpid(), tools::SIGKILL)
     }
     run_replicate_safely(replicate, plan, seed, trim_memory, resample = resample,
-                         memory = memory_per_replicate || i == length(replicates))
+                         memory = reads_memory(memory_per_replicate, i == length(replicates)))
   })
 }

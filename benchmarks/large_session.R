@@ -16,7 +16,7 @@
 #     FITS        replicates per worker (B = WORKERS x FITS), comma separated
 #                 per regime in the order of REGIMES
 #     REPEATS     timed repeats; the order of the arms rotates per repeat
-#     ARMS        comma separated arm ids (default: all four)
+#     ARMS        comma separated arm ids (default: all of them)
 #     OVERHEAD    1 (default): also the engine self-test below; 0: not;
 #                 defaults: the self-test of the engine's defaults only
 #                 (not a fresh child per task, which takes minutes from a
@@ -44,12 +44,14 @@
 #   fork_fresh    backend "fork", tasks.per.child = 1, memory.per.replicate =
 #                 TRUE: a fresh child and a PSS read per replicate (the
 #                 defaults before issue 17)
+#   fork_no_pss   fork_default with memory.per.replicate = NA: no PSS read
 #   mc_pre        backend "mclapply", mc.preschedule = TRUE
 #   mc_nopre      backend "mclapply", mc.preschedule = FALSE
 
 arm_labels <- c(
   fork_default = "fork, defaults (tasks.per.child = NULL, PSS once per worker)",
   fork_fresh = "fork, tasks.per.child = 1, memory.per.replicate = TRUE (old defaults)",
+  fork_no_pss = "fork, defaults but memory.per.replicate = NA (no PSS read)",
   mc_pre = "mclapply, preschedule TRUE",
   mc_nopre = "mclapply, preschedule FALSE"
 )
@@ -107,6 +109,7 @@ run_arm <- function(arm, fit, B, K, seed) {
   boot <- switch(arm,
     fork_default = bs(backend = "fork"),
     fork_fresh = bs(backend = "fork", tasks.per.child = 1, memory.per.replicate = TRUE),
+    fork_no_pss = bs(backend = "fork", memory.per.replicate = NA),
     mc_pre = bs(backend = "mclapply", mc.preschedule = TRUE),
     mc_nopre = bs(backend = "mclapply", mc.preschedule = FALSE),
     stop("unknown arm ", arm)

@@ -31,8 +31,10 @@ test_that("by default one fed worker per slot gives the replicates of a fresh wo
   expect_identical(one$t, fresh$t)
   expect_error(bs_batch(fit, 2, tasks.per.child = 0), class = "wisp_input_error",
                regexp = "tasks.per.child")
-  expect_error(bs_batch(fit, 2, memory.per.replicate = NA), class = "wisp_input_error",
+  expect_error(bs_batch(fit, 2, memory.per.replicate = "yes"), class = "wisp_input_error",
                regexp = "memory.per.replicate")
+  expect_error(bs_batch(fit, 2, memory.per.replicate = c(TRUE, FALSE)),
+               class = "wisp_input_error", regexp = "TRUE, FALSE or NA")
 })
 
 test_that("PSS and private dirty are read once per worker, after its last replicate, unless asked per replicate", {
@@ -60,6 +62,19 @@ test_that("PSS and private dirty are read once per worker, after its last replic
                       seed = 24)
   expect_true(all(measured(dynamic)))
   expect_length(unique(dynamic$diagnostics$pid), 4)
+  # NA: never, on every backend; the peak RSS is still there, the estimates the same
+  for (backend in c("fork", "mclapply", "serial")) {
+    never <- bs_batch(fit, 6, max.fork = 2, backend = backend, seed = 24,
+                      memory.per.replicate = NA)
+    expect_false(any(measured(never)), label = backend)
+    expect_true(all(is.na(never$diagnostics$private_dirty_mb)), label = backend)
+    expect_true(all(never$diagnostics$peak_rss_mb > 0), label = backend)
+    expect_identical(never$t, boot$t, label = backend)
+  }
+  never <- bs_batch(fit, 6, max.fork = 1, tasks.per.child = 3, seed = 24,
+                    memory.per.replicate = NA)
+  expect_false(any(measured(never)))
+  expect_identical(never$t, boot$t)
 })
 
 test_that("every resampling scheme gives the same replicates on every backend, for both likelihoods", {
@@ -110,6 +125,10 @@ test_that("the future backend matches, sequential and multisession", {
   old_plan <- future::plan(future::sequential)
   on.exit(future::plan(old_plan), add = TRUE)
   expect_identical(bs_batch(fit, 3, backend = "future", seed = 8)$t, reference$t)
+  # memory.per.replicate = NA: no PSS read in any chunk
+  never <- bs_batch(fit, 3, backend = "future", seed = 8, memory.per.replicate = NA)
+  expect_true(all(is.na(never$diagnostics$pss_mb)))
+  expect_identical(never$t, reference$t)
   future::plan(future::multisession, workers = 2)
   expect_identical(bs_batch(fit, 3, backend = "future", seed = 8)$t, reference$t)
 })

@@ -88,7 +88,7 @@ fn bootstrap_fork_rust(
     schedule: &str,
     timeout: f64,
     memory_limit_mb: Option<f64>,
-    memory_per_task: bool,
+    memory_per_task: Option<bool>,
     trim_memory: bool,
     on_result: Robj,
     checkpoint: &str,

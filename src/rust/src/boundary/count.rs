@@ -279,7 +279,14 @@ fn count_fit(
     let base = base.with_held_effects(held).map_err(Error::input)?;
     let fit = fit_settings(&settings)?;
     let workers = number(&settings, "workers")?;
-    let options = pool_options(workers as i32, 1, "rolling", f64::INFINITY, None, true)?;
+    let options = pool_options(
+        workers as i32,
+        1,
+        "rolling",
+        f64::INFINITY,
+        None,
+        Some(true),
+    )?;
     let cost = text(&settings, "lro_cost")?;
     let method = text(&settings, "structure")?;
     if !["likelihood", "lro"].contains(&method.as_str()) {

@@ -50,7 +50,7 @@ fn engine_selftest_rust(
     alloc_mb: Vec<f64>,
     timeout: f64,
     memory_limit_mb: Option<f64>,
-    memory_per_task: bool,
+    memory_per_task: Option<bool>,
     seed: f64,
 ) -> RResult<List> {
     #[cfg(feature = "test-hooks")]

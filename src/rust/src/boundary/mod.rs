@@ -309,8 +309,8 @@ fn index_column(values: Vec<i32>, name: &str) -> RResult<Vec<usize>> {
 }
 
 /// Options of the fork engine from R values (`tasks_per_child` 0: workers
-/// fed one task at a time, `memory_limit_mb` NA no limit; `memory_per_task` reads PSS
-/// after every task instead of once per child). Worker processes: where
+/// fed one task at a time, `memory_limit_mb` NA no limit; `memory_per_task` TRUE reads PSS
+/// after every task, FALSE once per child, NA never). Worker processes: where
 /// there is no fork, a run is refused.
 fn pool_options(
     workers: i32,
@@ -318,7 +318,7 @@ fn pool_options(
     schedule: &str,
     timeout: f64,
     memory_limit_mb: Option<f64>,
-    memory_per_task: bool,
+    memory_per_task: Option<bool>,
 ) -> RResult<PoolOptions> {
     if memory_limit_mb.is_some_and(|limit| !(limit.is_finite() && limit > 0.0 && limit <= 1e12)) {
         return Err(Error::input(
@@ -333,10 +333,10 @@ fn pool_options(
         } else {
             TasksPerChild::Fixed(count_option(tasks_per_child, "tasks_per_child")?)
         },
-        memory: if memory_per_task {
-            MemoryReport::PerTask
-        } else {
-            MemoryReport::PerChild
+        memory: match memory_per_task {
+            Some(true) => MemoryReport::PerTask,
+            Some(false) => MemoryReport::PerChild,
+            None => MemoryReport::Never,
         },
         schedule: schedule.parse::<Schedule>().map_err(Error::input)?,
         timeout: seconds_option(timeout, "timeout")?,

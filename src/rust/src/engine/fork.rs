@@ -520,10 +520,11 @@ where
     }
     let mut pipe = File::from(write_end);
     let per_task = options.memory == MemoryReport::PerTask;
+    let per_child = options.memory == MemoryReport::PerChild;
     match tasks {
         ChildTasks::Batch(batch) => {
             for (at, &number) in batch.iter().enumerate() {
-                let memory = memory_reader(per_task || at + 1 == batch.len());
+                let memory = memory_reader(per_task || (per_child && at + 1 == batch.len()));
                 if !send(&mut pipe, &run_one(task, number, memory)) {
                     return EXIT_WRITE_FAILED;
                 }
@@ -543,11 +544,11 @@ where
                 }
                 ran = true;
             }
-            // Under PerTask every report carried its figures already; a
-            // child that ran nothing has none to give. Reading them costs a
-            // walk of the page tables (tenths of a second from a 4 GB
-            // session), so only when they are sent.
-            if ran && !per_task {
+            // Under PerTask every report carried its figures already, under
+            // Never there are none, and a child that ran nothing has none to
+            // give. Reading them costs a walk of the page tables (tenths of a
+            // second from a 4 GB session), so only when they are sent.
+            if ran && per_child {
                 let memory = ChildMessage::Memory(procmem::snapshot_self());
                 if !send::<T>(&mut pipe, &memory) {
                     return EXIT_WRITE_FAILED;

@@ -92,6 +92,10 @@ pub(crate) enum MemoryReport {
     /// parent adds them to the record of its last task; a child that is
     /// killed has none.
     PerChild,
+    /// Never: every record carries the peak RSS only. Saves a walk of each
+    /// child's page tables per run, tenths of a second from a parent of
+    /// several GB on a loaded machine.
+    Never,
 }
 
 /// What runs the tasks.

@@ -542,11 +542,22 @@ fn zero_tasks_fork_nothing() {
     assert!(pids.is_empty());
 }
 
+/// Whether a task's record should carry PSS under `memory`, given whether
+/// it was its child's last task.
+fn pss_expected(memory: MemoryReport, last: bool) -> bool {
+    match memory {
+        MemoryReport::PerTask => true,
+        MemoryReport::PerChild => last,
+        MemoryReport::Never => false,
+    }
+}
+
 #[test]
-fn pss_is_read_once_per_child_unless_asked_per_task() {
-    for (memory, per_task) in [
-        (MemoryReport::PerChild, false),
-        (MemoryReport::PerTask, true),
+fn pss_is_read_once_per_child_unless_asked_per_task_or_never() {
+    for memory in [
+        MemoryReport::PerChild,
+        MemoryReport::PerTask,
+        MemoryReport::Never,
     ] {
         let options = PoolOptions {
             memory,
@@ -561,15 +572,15 @@ fn pss_is_read_once_per_child_unless_asked_per_task() {
         );
         for r in &records {
             let (_, tasks) = groups.iter().find(|(pid, _)| *pid == r.pid).unwrap();
-            let last = tasks.last() == Some(&r.task);
+            let expect = pss_expected(memory, tasks.last() == Some(&r.task));
             assert!(r.memory.peak_rss_mb.is_some(), "task {}", r.task);
             assert_eq!(
                 r.memory.pss_mb.is_some(),
-                per_task || last,
+                expect,
                 "{memory:?} task {}",
                 r.task
             );
-            assert_eq!(r.memory.private_dirty_mb.is_some(), per_task || last);
+            assert_eq!(r.memory.private_dirty_mb.is_some(), expect);
         }
     }
 }
@@ -768,10 +779,14 @@ fn a_hung_fed_task_does_not_hold_back_the_tasks_after_it() {
 }
 
 #[test]
-fn a_fed_child_reads_its_pss_once_after_its_last_task_unless_asked_per_task() {
+fn a_fed_child_reads_its_pss_once_after_its_last_task_unless_asked_per_task_or_never() {
     // The worker on the 0.5 s task 1 was sent it while tasks still waited,
     // and then none was left for it: its PSS comes when it is told to leave.
-    for memory in [MemoryReport::PerChild, MemoryReport::PerTask] {
+    for memory in [
+        MemoryReport::PerChild,
+        MemoryReport::PerTask,
+        MemoryReport::Never,
+    ] {
         let options = PoolOptions {
             memory,
             ..fed_options(2)
@@ -792,7 +807,7 @@ fn a_fed_child_reads_its_pss_once_after_its_last_task_unless_asked_per_task() {
             let (_, tasks) = groups.iter().find(|(pid, _)| *pid == r.pid).unwrap();
             // A fed child runs its tasks in increasing order: its last is its largest.
             let last = tasks.iter().max() == Some(&r.task);
-            let expect = memory == MemoryReport::PerTask || last;
+            let expect = pss_expected(memory, last);
             assert!(r.memory.peak_rss_mb.is_some(), "task {}", r.task);
             assert_eq!(
                 r.memory.pss_mb.is_some(),
