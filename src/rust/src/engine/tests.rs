@@ -542,23 +542,39 @@ fn zero_tasks_fork_nothing() {
     assert!(pids.is_empty());
 }
 
-/// Whether a task's record should carry PSS under `memory`, given whether
-/// it was its child's last task.
-fn pss_expected(memory: MemoryReport, last: bool) -> bool {
-    match memory {
-        MemoryReport::PerTask => true,
-        MemoryReport::PerChild => last,
-        MemoryReport::Never => false,
+const MEMORY_REPORTS: [MemoryReport; 3] = [
+    MemoryReport::PerChild,
+    MemoryReport::PerTask,
+    MemoryReport::Never,
+];
+
+/// Checks that every record has its peak RSS, and PSS and private dirty
+/// exactly as `memory` says: after every task, after each child's last
+/// (a child runs its tasks in increasing order, so its largest), or never.
+fn assert_memory_figures<T>(records: &[TaskRecord<T>], memory: MemoryReport) {
+    let groups = tasks_per_pid(records);
+    for r in records {
+        let (_, tasks) = groups.iter().find(|(pid, _)| *pid == r.pid).unwrap();
+        let last = tasks.iter().max() == Some(&r.task);
+        let expect = match memory {
+            MemoryReport::PerTask => true,
+            MemoryReport::PerChild => last,
+            MemoryReport::Never => false,
+        };
+        assert!(r.memory.peak_rss_mb.is_some(), "task {}", r.task);
+        assert_eq!(
+            r.memory.pss_mb.is_some(),
+            expect,
+            "{memory:?} task {}",
+            r.task
+        );
+        assert_eq!(r.memory.private_dirty_mb.is_some(), expect);
     }
 }
 
 #[test]
 fn pss_is_read_once_per_child_unless_asked_per_task_or_never() {
-    for memory in [
-        MemoryReport::PerChild,
-        MemoryReport::PerTask,
-        MemoryReport::Never,
-    ] {
+    for memory in MEMORY_REPORTS {
         let options = PoolOptions {
             memory,
             ..options(1, 3, Schedule::Rolling)
@@ -570,18 +586,7 @@ fn pss_is_read_once_per_child_unless_asked_per_task_or_never() {
             groups.iter().map(|(_, t)| t.len()).collect::<Vec<_>>(),
             vec![3, 3, 1]
         );
-        for r in &records {
-            let (_, tasks) = groups.iter().find(|(pid, _)| *pid == r.pid).unwrap();
-            let expect = pss_expected(memory, tasks.last() == Some(&r.task));
-            assert!(r.memory.peak_rss_mb.is_some(), "task {}", r.task);
-            assert_eq!(
-                r.memory.pss_mb.is_some(),
-                expect,
-                "{memory:?} task {}",
-                r.task
-            );
-            assert_eq!(r.memory.private_dirty_mb.is_some(), expect);
-        }
+        assert_memory_figures(&records, memory);
     }
 }
 
@@ -782,11 +787,7 @@ fn a_hung_fed_task_does_not_hold_back_the_tasks_after_it() {
 fn a_fed_child_reads_its_pss_once_after_its_last_task_unless_asked_per_task_or_never() {
     // The worker on the 0.5 s task 1 was sent it while tasks still waited,
     // and then none was left for it: its PSS comes when it is told to leave.
-    for memory in [
-        MemoryReport::PerChild,
-        MemoryReport::PerTask,
-        MemoryReport::Never,
-    ] {
+    for memory in MEMORY_REPORTS {
         let options = PoolOptions {
             memory,
             ..fed_options(2)
@@ -801,22 +802,8 @@ fn a_fed_child_reads_its_pss_once_after_its_last_task_unless_asked_per_task_or_n
             )
             .unwrap()
         });
-        let groups = tasks_per_pid(&records);
-        assert_eq!(groups.len(), 2);
-        for r in &records {
-            let (_, tasks) = groups.iter().find(|(pid, _)| *pid == r.pid).unwrap();
-            // A fed child runs its tasks in increasing order: its last is its largest.
-            let last = tasks.iter().max() == Some(&r.task);
-            let expect = pss_expected(memory, last);
-            assert!(r.memory.peak_rss_mb.is_some(), "task {}", r.task);
-            assert_eq!(
-                r.memory.pss_mb.is_some(),
-                expect,
-                "{memory:?} task {}",
-                r.task
-            );
-            assert_eq!(r.memory.private_dirty_mb.is_some(), expect);
-        }
+        assert_eq!(tasks_per_pid(&records).len(), 2);
+        assert_memory_figures(&records, memory);
         assert_eq!(values(records), reference_draws(9));
     }
 }
