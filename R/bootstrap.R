@@ -297,10 +297,7 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
   backend <- bootstrap_backend(backend, max.fork, child.memory.limit)
   if (backend %in% c("fork", "mclapply")) warn_workers_above_cores(max.fork, "max.fork")
   if (!is.null(tasks.per.child)) check_whole_number(tasks.per.child, "tasks.per.child", lower = 1)
-  if (!(is.logical(memory.per.replicate) && length(memory.per.replicate) == 1L)) {
-    stop_input("`memory.per.replicate` must be TRUE, FALSE or NA, not ",
-               describe_value(memory.per.replicate), ".")
-  }
+  check_flag(memory.per.replicate, "memory.per.replicate", allow_na = TRUE)
   schedule <- match_choice(schedule, "schedule", c("rolling", "batch"))
   check_flag(mc.preschedule, "mc.preschedule")
   check_timeout(timeout)

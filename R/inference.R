@@ -72,7 +72,7 @@ wald_tests <- function(estimate, se, df, alpha) {
 # the slope, so on the slopes' own scale |c / se(c)| is bounded (by about
 # 1 / relative SE) and the test rarely rejects where slopes are weakly
 # informed: in the calibration benchmark it rejected 2-3 % of true nulls at
-# alpha = 0.05 and its intervals covered 96-98 %. rho is close to normal.
+# alpha = 0.05 and its intervals covered 96-97 %. rho is close to normal.
 # Its interval [rho_lo, rho_hi] maps back to c through
 # c(rho) = 2 sqrt(P N) sinh(rho / 2), which is increasing, 0 at rho = 0 and
 # c at rho-hat, so the interval of c excludes 0 exactly when rho's does.
@@ -127,10 +127,11 @@ slope_ratio_tests <- function(fit, covariance, df, alpha, wald) {
 # inst/extdata/calibration.csv, go into the message).
 WALD_CALIBRATED_ANIMALS <- 5L
 
-# The animals in the smallest group when `stats` (a fit's statistics) hold
-# Wald tests of point effects and some group has fewer than
+# The animals in the smallest group when the fit's statistics hold Wald
+# tests of point effects and some group has fewer than
 # WALD_CALIBRATED_ANIMALS animals; NULL otherwise.
-wald_small_design <- function(fit, stats = fit$stats) {
+wald_small_design <- function(fit) {
+  stats <- fit$stats
   groups <- fit$design$groups
   if (is.null(groups) || !length(groups) || !identical(stats$method, "wald")) return(NULL)
   component <- fit$parameters$component[match(stats$parameters$parameter, fit$parameters$name)]

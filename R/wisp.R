@@ -534,9 +534,10 @@ wisp_original <- function(prepared, settings, plot.settings, variables, call, ma
   result
 }
 
-check_flag <- function(x, name, call = sys.call(-1)) {
-  if (!is.logical(x) || length(x) != 1L || is.na(x)) {
-    stop_input("`", name, "` must be TRUE or FALSE, not ", describe_value(x), ".", call = call)
+check_flag <- function(x, name, allow_na = FALSE, call = sys.call(-1)) {
+  if (!is.logical(x) || length(x) != 1L || (is.na(x) && !allow_na)) {
+    stop_input("`", name, "` must be TRUE", if (allow_na) ", FALSE or NA" else " or FALSE",
+               ", not ", describe_value(x), ".", call = call)
   }
   invisible(x)
 }

@@ -32,3 +32,12 @@ fit_label <- function(fit) if (is.null(fit$likelihood)) "original" else fit$like
 without_design_warning <- function(expr) {
   withCallingHandlers(expr, wisp_design_warning = function(w) invokeRestart("muffleWarning"))
 }
+
+# `x` after a round trip through saveRDS() and readRDS(), as a user who
+# saved a fit reloads it.
+saved_and_reloaded <- function(x) {
+  path <- tempfile(fileext = ".rds")
+  on.exit(unlink(path))
+  saveRDS(x, path)
+  readRDS(path)
+}

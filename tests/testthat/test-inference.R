@@ -49,12 +49,24 @@ test_that("Holm's resolution says when a bootstrap is too small to reject", {
   expect_equal(wispack:::bootstrap_resolution(10, 20, 0.05)$needed, 799)
 })
 
+# Genotype (between animals) crossed with hemisphere (within), `animals`
+# per genotype: the calibration benchmark's design.
+genotype_by_hemisphere <- function(animals) {
+  wisp_design(between = list(genotype = c("KO", "WT")),
+              within = list(hemisphere = c("left", "right")), animals.per.group = animals)
+}
+# One gene, one transition, with 3 (few) and 5 (enough) animals per genotype.
+few_animals <- once(function() {
+  wisp_simulate(design = genotype_by_hemisphere(3), n.genes = 1, n.bins = 30, degrees = 1L,
+                seed = 5)
+})
+enough_animals <- once(function() {
+  wisp_simulate(design = genotype_by_hemisphere(5), n.genes = 1, n.bins = 30, degrees = 1L,
+                seed = 5)
+})
+
 test_that("wisp() warns when its Wald tests of points are outside the calibrated designs", {
-  design <- function(animals) {
-    wisp_design(between = list(genotype = c("KO", "WT")),
-                within = list(hemisphere = c("left", "right")), animals.per.group = animals)
-  }
-  few <- wisp_simulate(design = design(3), n.genes = 1, n.bins = 30, degrees = 1L, seed = 5)
+  few <- few_animals()
   caught <- NULL
   fit <- withCallingHandlers(
     wisp(few, degrees = 1L, model.settings = list(LRO_cost = "none"), verbose = FALSE),
@@ -63,7 +75,8 @@ test_that("wisp() warns when its Wald tests of points are outside the calibrated
       invokeRestart("muffleWarning")
     })
   expect_s3_class(caught, "warning")
-  expect_match(conditionMessage(caught), "calibrated from 5 animals per group; this fit's smallest group has 3")
+  expect_match(conditionMessage(caught),
+               "calibrated from 5 animals per group; this fit's smallest group has 3")
   expect_match(conditionMessage(caught), "resample = \"parametric\"", fixed = TRUE)
   # The benchmark's figures for 3 animals per genotype, from the shipped table.
   table <- utils::read.csv(system.file("extdata", "calibration.csv", package = "wispack"))
@@ -72,7 +85,8 @@ test_that("wisp() warns when its Wald tests of points are outside the calibrated
   expect_identical(nrow(row), 1L)
   expect_match(conditionMessage(caught), sprintf("%.1f %% of true-null tpoint effects had p < 0.05",
                                                  100 * row$false_positive), fixed = TRUE)
-  expect_match(conditionMessage(caught), sprintf("covered %.1f %%", 100 * row$coverage), fixed = TRUE)
+  expect_match(conditionMessage(caught), sprintf("covered %.1f %%", 100 * row$coverage),
+               fixed = TRUE)
   # The fit was tested all the same.
   expect_true(any(!is.na(fit$stats$parameters$p.value)))
 
@@ -90,17 +104,13 @@ test_that("wisp() warns when its Wald tests of points are outside the calibrated
                           model.settings = list(LRO_cost = "none"))))
   expect_false(quiet(wisp(few, degrees = 0L, verbose = FALSE,
                           model.settings = list(LRO_cost = "none"))))
-  enough <- wisp_simulate(design = design(5), n.genes = 1, n.bins = 30, degrees = 1L, seed = 5)
+  enough <- enough_animals()
   expect_false(quiet(wisp(enough, degrees = 1L, verbose = FALSE,
                           model.settings = list(LRO_cost = "none"))))
 })
 
 test_that("summary() repeats the small-design caution of Wald tests of points", {
-  design <- function(animals) {
-    wisp_design(between = list(genotype = c("KO", "WT")),
-                within = list(hemisphere = c("left", "right")), animals.per.group = animals)
-  }
-  few <- wisp_simulate(design = design(3), n.genes = 1, n.bins = 30, degrees = 1L, seed = 5)
+  few <- few_animals()
   fit <- without_design_warning(wisp(few, degrees = 1L, model.settings = list(LRO_cost = "none"),
                                      verbose = FALSE))
   s <- summary(fit)
@@ -111,8 +121,9 @@ test_that("summary() repeats the small-design caution of Wald tests of points", 
   booted <- suppressWarnings(wisp_statistics(fit, boot = boot))
   expect_null(summary(booted)$small.design)
   # Enough animals: no caution.
-  enough <- wisp_simulate(design = design(5), n.genes = 1, n.bins = 30, degrees = 1L, seed = 5)
-  s <- summary(wisp(enough, degrees = 1L, model.settings = list(LRO_cost = "none"), verbose = FALSE))
+  enough <- enough_animals()
+  s <- summary(wisp(enough, degrees = 1L, model.settings = list(LRO_cost = "none"),
+                    verbose = FALSE))
   expect_null(s$small.design)
   expect_false(any(grepl("Caution", capture.output(print(s)))))
 })

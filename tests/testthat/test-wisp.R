@@ -128,9 +128,7 @@ test_that("degrees = fixes the transitions under either likelihood", {
 })
 
 test_that("a saved and reloaded fit can be bootstrapped", {
-  path <- tempfile(fileext = ".rds")
-  saveRDS(small_fit(), path)
-  reloaded <- readRDS(path)
+  reloaded <- saved_and_reloaded(small_fit())
   boot <- bs_batch(reloaded, 3, seed = 4)
   expect_identical(boot$t, bs_batch(small_fit(), 3, seed = 4)$t)
   expect_true(all(boot$diagnostics$ok))
