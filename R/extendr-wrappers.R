@@ -49,6 +49,14 @@ model_prediction_bands_rust <- function(bytes, samples, probabilities) rust_resu
 #' @noRd
 model_rules_rust <- function() rust_result(.Call(wrap__model_rules_rust))
 
+#' The rate at curve values `psi` (log(1 + rate) scale) under a likelihood:
+#' the count model's smooth floor for `"nb"`, e^Ψ − 1 for `"original"`. R
+#' asks for it (predictions, plots, the simulator) rather than keeping its
+#' own copy of the floor.
+#' @keywords internal
+#' @noRd
+curve_rate_rust <- function(psi, likelihood) rust_result(.Call(wrap__curve_rate_rust, psi, likelihood))
+
 #' Objective value, parts, gradient and boundary distances at `x`, with the
 #' barrier anchored at `start` (test hook).
 #' @keywords internal

@@ -71,6 +71,26 @@ fn numbers(settings: &List, name: &str) -> RResult<Vec<f64>> {
         .ok_or_else(|| Error::input(format!("setting `{name}` must be numbers")))
 }
 
+/// A number that may be absent from the settings list (or NULL).
+fn optional_number(settings: &List, name: &str) -> RResult<Option<f64>> {
+    match settings.iter().find(|(key, _)| *key == name) {
+        None => Ok(None),
+        Some((_, value)) if value.is_null() => Ok(None),
+        Some(_) => number(settings, name).map(Some),
+    }
+}
+
+/// A count setting: a whole number of at least 1.
+fn whole_setting(name: &str, value: f64) -> RResult<usize> {
+    if value.is_finite() && value >= 1.0 && value.fract() == 0.0 && value <= 1e9 {
+        Ok(value as usize)
+    } else {
+        Err(Error::input(format!(
+            "{name} must be a whole number of at least 1, got {value}"
+        )))
+    }
+}
+
 fn exposure_of(name: &str) -> RResult<Option<Exposure>> {
     match name {
         "auto" => Ok(None),
@@ -85,7 +105,7 @@ fn exposure_of(name: &str) -> RResult<Option<Exposure>> {
 
 fn fit_settings(settings: &List) -> RResult<CountFitSettings> {
     let fixed = numbers(settings, "fixed_sd")?;
-    let fit = CountFitSettings {
+    let mut fit = CountFitSettings {
         fixed_sigma: match fixed.len() {
             0 => None,
             3 => Some([fixed[0], fixed[1], fixed[2]]),
@@ -111,6 +131,22 @@ fn fit_settings(settings: &List) -> RResult<CountFitSettings> {
         },
         ..CountFitSettings::default()
     };
+    // The Newton fit's limits (wisp_control()); an absent entry keeps the default.
+    if let Some(value) = optional_number(settings, "newton_max_iterations")? {
+        fit.newton.max_iterations = whole_setting("newton_max_iterations", value)?;
+    }
+    if let Some(value) = optional_number(settings, "newton_gradient_tolerance")? {
+        fit.newton.gradient_tolerance = value;
+    }
+    if let Some(value) = optional_number(settings, "newton_decrement_tolerance")? {
+        fit.newton.decrement_tolerance = value;
+    }
+    if let Some(value) = optional_number(settings, "max_variance_updates")? {
+        fit.max_variance_updates = whole_setting("max_variance_updates", value)?;
+    }
+    if let Some(value) = optional_number(settings, "variance_tolerance")? {
+        fit.variance_tolerance = value;
+    }
     fit.validate().map_err(Error::input)?;
     Ok(fit)
 }

@@ -480,6 +480,24 @@ fn model_rules_rust() -> List {
     )
 }
 
+/// The rate at curve values `psi` (log(1 + rate) scale) under a likelihood:
+/// the count model's smooth floor for `"nb"`, e^Ψ − 1 for `"original"`. R
+/// asks for it (predictions, plots, the simulator) rather than keeping its
+/// own copy of the floor.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn curve_rate_rust(psi: Vec<f64>, likelihood: &str) -> RResult<Vec<f64>> {
+    match likelihood {
+        "nb" => Ok(psi
+            .iter()
+            .map(|&v| crate::count::family::rate(v).value)
+            .collect()),
+        "original" => Ok(psi.iter().map(|&v| v.exp_m1()).collect()),
+        other => Err(Error::input(format!("unknown likelihood \"{other}\""))),
+    }
+}
+
 /// Objective value, parts, gradient and boundary distances at `x`, with the
 /// barrier anchored at `start` (test hook).
 /// @keywords internal
@@ -555,6 +573,7 @@ extendr_module! {
     fn model_is_feasible_rust;
     fn model_prediction_bands_rust;
     fn model_rules_rust;
+    fn curve_rate_rust;
     fn model_objective_rust;
     fn model_time_evaluation_rust;
     fn saved_reseal_rust;
