@@ -4,7 +4,7 @@
 
 use crate::fit::FitSettings;
 use crate::model::Settings;
-use crate::structure::{DetectionMethod, DetectionSettings, StartSettings};
+use crate::structure::{DetectionMethod, DetectionSettings};
 
 /// The label of the population pseudo-level of the random effect (the
 /// "none" rows of the summed table); no real level may have it.
@@ -26,6 +26,31 @@ pub(crate) const DEFAULT_LIKELIHOOD: &str = "nb";
 
 /// Whether summed "none" counts are rounded by default (`round_none`).
 pub(crate) const DEFAULT_ROUND_NONE: bool = true;
+
+/// Default and upper limit of `rise_threshold_factor`, the fraction of a
+/// block's rise that sets the initial slopes; both likelihoods take (0, 1].
+pub(crate) const DEFAULT_RISE_THRESHOLD_FACTOR: f64 = 0.8;
+pub(crate) const RISE_THRESHOLD_FACTOR_LIMIT: f64 = 1.0;
+
+/// Defaults of the count model's Newton fit and of its variance updates
+/// (`wisp_control()`).
+pub(crate) const NEWTON_MAX_ITERATIONS: usize = 200;
+pub(crate) const NEWTON_GRADIENT_TOLERANCE: f64 = 1e-4;
+pub(crate) const NEWTON_DECREMENT_TOLERANCE: f64 = 1e-10;
+pub(crate) const MAX_VARIANCE_UPDATES: usize = 200;
+pub(crate) const VARIANCE_TOLERANCE: f64 = 1e-4;
+
+/// `rise_threshold_factor` in (0, [`RISE_THRESHOLD_FACTOR_LIMIT`]].
+pub(crate) fn check_rise_threshold_factor(value: f64) -> Result<(), String> {
+    if value > 0.0 && value <= RISE_THRESHOLD_FACTOR_LIMIT {
+        Ok(())
+    } else {
+        Err(format!(
+            "rise_threshold_factor must be above 0 and at most {RISE_THRESHOLD_FACTOR_LIMIT} \
+             (a fraction of a block's rise), got {value}"
+        ))
+    }
+}
 
 /// `buffer_factor` in (0, [`BUFFER_FACTOR_LIMIT`]).
 pub(crate) fn check_buffer_factor(value: f64) -> Result<(), String> {
@@ -67,7 +92,6 @@ pub(crate) fn defaults() -> Vec<(&'static str, Default)> {
     let model = Settings::default();
     let fit = FitSettings::default();
     let detection = DetectionSettings::default();
-    let start = StartSettings::default();
     vec![
         ("buffer_factor", Default::Number(model.buffer_factor)),
         ("ctol", Default::Number(fit.ctol)),
@@ -82,7 +106,7 @@ pub(crate) fn defaults() -> Vec<(&'static str, Default)> {
         ),
         (
             "rise_threshold_factor",
-            Default::Number(start.rise_threshold_factor),
+            Default::Number(DEFAULT_RISE_THRESHOLD_FACTOR),
         ),
         ("max_evals", Default::Whole(fit.max_evals as u64)),
         ("rng_seed", Default::Whole(DEFAULT_SEED)),
@@ -106,6 +130,29 @@ pub(crate) fn defaults() -> Vec<(&'static str, Default)> {
             "effect_prior_sd",
             Default::Number(crate::count::fit::EFFECT_PRIOR_SD),
         ),
+    ]
+}
+
+/// The defaults of `wisp_control()`, by their R names.
+pub(crate) fn control_defaults() -> Vec<(&'static str, Default)> {
+    vec![
+        (
+            "newton_max_iterations",
+            Default::Whole(NEWTON_MAX_ITERATIONS as u64),
+        ),
+        (
+            "newton_gradient_tolerance",
+            Default::Number(NEWTON_GRADIENT_TOLERANCE),
+        ),
+        (
+            "newton_decrement_tolerance",
+            Default::Number(NEWTON_DECREMENT_TOLERANCE),
+        ),
+        (
+            "max_variance_updates",
+            Default::Whole(MAX_VARIANCE_UPDATES as u64),
+        ),
+        ("variance_tolerance", Default::Number(VARIANCE_TOLERANCE)),
     ]
 }
 

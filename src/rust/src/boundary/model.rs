@@ -466,14 +466,25 @@ fn model_rules_rust() -> List {
         };
         (name, value)
     }));
+    let control = List::from_pairs(rules::control_defaults().into_iter().map(|(name, value)| {
+        let value: Robj = match value {
+            rules::Default::Number(v) => r!(v),
+            rules::Default::Whole(v) => r!(v as f64),
+            rules::Default::Flag(v) => r!(v),
+            rules::Default::Text(v) => r!(v),
+        };
+        (name, value)
+    }));
     let limits = list!(
         buffer_factor = rules::BUFFER_FACTOR_LIMIT,
+        rise_threshold_factor = rules::RISE_THRESHOLD_FACTOR_LIMIT,
         max_bins = rules::MAX_BINS as f64,
         max_treatments = model::design::MAX_TREATMENTS as f64,
         max_degree = model::design::MAX_DEGREE as f64
     );
     list!(
         defaults = defaults,
+        control = control,
         limits = limits,
         reference_treatment = model::design::REFERENCE_TREATMENT,
         population_level = rules::POPULATION_LEVEL

@@ -118,12 +118,7 @@ impl CountFitSettings {
                 ));
             }
         }
-        if !(self.rise_threshold_factor > 0.0 && self.rise_threshold_factor <= 1.0) {
-            return Err(format!(
-                "rise_threshold_factor must be in (0, 1], got {}",
-                self.rise_threshold_factor
-            ));
-        }
+        crate::rules::check_rise_threshold_factor(self.rise_threshold_factor)?;
         if !(self.slope_prior_sd.is_finite() && self.slope_prior_sd >= 0.0) {
             return Err(format!(
                 "the slope prior's SD must be finite and >= 0, got {}",
@@ -156,10 +151,10 @@ impl Default for CountFitSettings {
     fn default() -> Self {
         CountFitSettings {
             newton: NewtonSettings::default(),
-            max_variance_updates: 200,
-            variance_tolerance: 1e-4,
+            max_variance_updates: crate::rules::MAX_VARIANCE_UPDATES,
+            variance_tolerance: crate::rules::VARIANCE_TOLERANCE,
             fixed_sigma: None,
-            rise_threshold_factor: 0.8,
+            rise_threshold_factor: crate::rules::DEFAULT_RISE_THRESHOLD_FACTOR,
             slope_prior_sd: SLOPE_PRIOR_SD,
             step_prior_sd: STEP_PRIOR_SD,
             effect_prior_sd: EFFECT_PRIOR_SD,

@@ -35,9 +35,9 @@ pub(crate) struct NewtonSettings {
 impl Default for NewtonSettings {
     fn default() -> Self {
         NewtonSettings {
-            max_iterations: 200,
-            gradient_tolerance: 1e-4,
-            decrement_tolerance: 1e-10,
+            max_iterations: crate::rules::NEWTON_MAX_ITERATIONS,
+            gradient_tolerance: crate::rules::NEWTON_GRADIENT_TOLERANCE,
+            decrement_tolerance: crate::rules::NEWTON_DECREMENT_TOLERANCE,
         }
     }
 }

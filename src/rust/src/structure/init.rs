@@ -24,20 +24,14 @@ pub(crate) struct StartSettings {
 impl Default for StartSettings {
     fn default() -> Self {
         Self {
-            rise_threshold_factor: 0.8,
+            rise_threshold_factor: crate::rules::DEFAULT_RISE_THRESHOLD_FACTOR,
         }
     }
 }
 
 impl StartSettings {
     pub(crate) fn validate(&self) -> Result<(), String> {
-        if !(self.rise_threshold_factor.is_finite() && self.rise_threshold_factor > 0.0) {
-            return Err(format!(
-                "rise_threshold_factor must be positive and finite, got {}",
-                self.rise_threshold_factor
-            ));
-        }
-        Ok(())
+        crate::rules::check_rise_threshold_factor(self.rise_threshold_factor)
     }
 }
 
@@ -672,7 +666,8 @@ mod tests {
             with(0.8),
             initial_parameters(&model, &detected, &StartSettings::default(), 42, 0).unwrap()
         );
-        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        // One range for both likelihoods: (0, 1].
+        for bad in [0.0, -1.0, 1.5, f64::NAN, f64::INFINITY] {
             let settings = StartSettings {
                 rise_threshold_factor: bad,
             };
