@@ -1,6 +1,6 @@
 //! Timing loops for the benchmarks (`test-hooks` feature only).
 
-use crate::model::{Model, Objective};
+use crate::original::{Model, Objective};
 
 /// Seconds of each of `repeats` value-and-gradient evaluations at `x`, with
 /// the penalty anchored at `x`, timed inside Rust.

@@ -5,15 +5,17 @@
 //! and future workers all run [`Plan::run_replicate`], so a replicate's
 //! result depends only on (plan, seed, replicate number).
 
+use crate::changepoint::DetectedStructure;
 use crate::checkpoint::{self, Entry};
-use crate::count::pipeline::CountPlan;
+use crate::design::ParameterRole;
 use crate::engine::{self, procmem, PoolOptions, TaskRecord};
 use crate::error::{Error, Result};
-use crate::model::{Model, ParameterRole};
+use crate::nb::pipeline::CountPlan;
+use crate::original::pipeline::{fit_structure, PipelineSettings};
+use crate::original::Model;
 use crate::outcome::{FitSummary, Outcome, ProcessStats};
-use crate::pipeline::{fit_structure, PipelineSettings};
+use crate::resample::Resampling;
 use crate::streams::TaskStream;
-use crate::structure::DetectedStructure;
 use std::path::Path;
 use std::time::Instant;
 
@@ -27,41 +29,6 @@ pub(crate) enum Plan {
     /// The count likelihood with its structure and full-data estimate
     /// (`likelihood = "nb"`).
     Count(CountPlan),
-}
-
-/// How a replicate redraws the data (model vignette §14).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Resampling {
-    /// Tokens within each (animal, context, gene, treatment, bin) cell.
-    Cells,
-    /// Animals within the groups that share their between-animal levels.
-    Animals,
-    /// Random effects and counts from the fitted model (count likelihood).
-    Parametric,
-}
-
-impl Resampling {
-    pub(crate) const ALL: [Resampling; 3] = [
-        Resampling::Cells,
-        Resampling::Animals,
-        Resampling::Parametric,
-    ];
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Resampling::Cells => "cells",
-            Resampling::Animals => "animals",
-            Resampling::Parametric => "parametric",
-        }
-    }
-
-    pub(crate) fn parse(name: &str) -> std::result::Result<Self, String> {
-        Self::ALL.into_iter().find(|s| s.name() == name).ok_or_else(|| {
-            format!(
-                "unknown resampling scheme \"{name}\"; the schemes are \"cells\", \"animals\" and \"parametric\""
-            )
-        })
-    }
 }
 
 /// Everything a replicate of the warped-sigmoid model needs.
@@ -104,7 +71,7 @@ impl Plan {
     pub(crate) fn animal_groups(&self) -> Vec<usize> {
         match self {
             Plan::WarpedSigmoid(plan) => plan.animal_groups(),
-            Plan::Count(plan) => crate::count::resample::animal_groups(&plan.model),
+            Plan::Count(plan) => crate::nb::redraw::animal_groups(&plan.model),
         }
     }
 
@@ -131,17 +98,14 @@ impl Plan {
     ) -> std::result::Result<FitSummary, String> {
         let mut summary = match self {
             Plan::WarpedSigmoid(plan) => plan.run_replicate(scheme, seed, replicate),
-            Plan::Count(plan) => {
-                crate::count::pipeline::run_replicate(plan, scheme, seed, replicate)
-            }
+            Plan::Count(plan) => crate::nb::pipeline::run_replicate(plan, scheme, seed, replicate),
         }?;
         if scheme == Resampling::Animals {
             let roles = match self {
                 Plan::WarpedSigmoid(plan) => plan.model.layout().roles(),
                 Plan::Count(plan) => {
                     let design = plan.model.design();
-                    crate::model::design::ParameterLayout::new(design, plan.model.structure())?
-                        .roles()
+                    crate::design::ParameterLayout::new(design, plan.model.structure())?.roles()
                 }
             };
             for (value, role) in summary.parameters.iter_mut().zip(&roles) {
@@ -168,7 +132,7 @@ fn warp_stream(replicate: usize) -> u64 {
 impl WarpedSigmoidPlan {
     /// The animals' groups of the `animals` scheme.
     fn animal_groups(&self) -> Vec<usize> {
-        crate::resampling::animal_groups(
+        crate::resample::animal_groups(
             self.model.design(),
             self.model.design().ran_levels().len(),
             |animal, context, treatment| {
@@ -197,7 +161,7 @@ impl WarpedSigmoidPlan {
             Resampling::Animals => {
                 let groups = self.animal_groups();
                 let mapping =
-                    crate::resampling::draw_animals(&groups, |n| stream.below(n as u64) as usize);
+                    crate::resample::draw_animals(&groups, |n| stream.below(n as u64) as usize);
                 model.table_mut().copy_animals(&mapping);
             }
             Resampling::Parametric => {

@@ -1,19 +1,40 @@
 //! wispack's Rust core and its R boundary.
 //!
+//! The default model first:
+//! - [`nb`]: the count model, wispack's default likelihood (`"nb"`): its
+//!   table with exposure, objective, Newton fit, structure selection,
+//!   replicates and predictions;
+//! - [`design`]: treatments, W, degrees and the parameter layout, shared by
+//!   both likelihoods; [`data`]: coded tokens, the treatment rule and the
+//!   summed table; [`curve`]: warping and the poly-sigmoid Ψ;
+//! - [`changepoint`]: change-point detection, the LRO grid and what starting
+//!   values read between change points;
+//! - [`original`]: the original likelihood (`"original"`): its objective,
+//!   starting values, L-BFGS fit and feasibility repair, and pipeline.
+//!
+//! Around them:
 //! - [`boundary`]: the R entry points, conversions and error mapping only;
-//! - [`model`], [`structure`], [`fit`], [`pipeline`]: the model, change-point
-//!   detection and start values, the optimiser, and the fit from data;
-//! - [`bootstrap`], [`outcome`], [`checkpoint`]: replicates, their record
-//!   and the files that make runs resumable;
+//! - [`bootstrap`], [`resample`], [`outcome`], [`checkpoint`]: replicates,
+//!   the resampling schemes, a replicate's record and the files that make
+//!   runs resumable;
 //! - [`saved`], [`codec`]: versioned, checksummed saved state;
-//! - [`count`]: the count likelihood (the default model) and its fit;
 //! - [`engine`]: the fork engine (threads where there is no fork), which
 //!   knows nothing about the model; [`platform`]: what differs between
-//!   operating systems;
-//! - [`rules`]: defaults and limits R asks for; [`error`]: error kinds.
+//!   operating systems; [`streams`]: random streams per task;
+//! - [`numeric`]: special functions, a small LU, quantiles;
+//! - [`rules`]: defaults and limits R asks for (a leaf: it imports nothing
+//!   of the crate); [`error`]: error kinds.
 //!
 //! Test-only code (fault injection, synthetic engine tasks, timing loops) is
 //! compiled with the `test-hooks` feature only.
+
+mod nb;
+
+mod changepoint;
+mod curve;
+mod data;
+mod design;
+mod original;
 
 #[cfg(feature = "test-hooks")]
 mod benchmark;
@@ -21,24 +42,19 @@ mod bootstrap;
 mod boundary;
 mod checkpoint;
 mod codec;
-mod count;
 mod engine;
 mod error;
 #[cfg(feature = "test-hooks")]
 mod faults;
-mod fit;
-mod model;
+mod numeric;
 mod outcome;
-mod pipeline;
 mod platform;
-mod resampling;
+mod resample;
 mod rules;
-mod sampling;
 mod saved;
 #[cfg(feature = "test-hooks")]
 mod selftest;
 mod streams;
-mod structure;
 #[cfg(test)]
 mod test_rng;
 

@@ -2,9 +2,9 @@
 //! settings R passes in and the limits both sides check. R reads them with
 //! `model_rules_rust()` (R/settings.R) instead of keeping its own copies.
 
-use crate::fit::FitSettings;
-use crate::model::Settings;
-use crate::structure::{DetectionMethod, DetectionSettings};
+use crate::changepoint::{DetectionMethod, DetectionSettings};
+use crate::original::fit::FitSettings;
+use crate::original::Settings;
 
 /// The label of the population pseudo-level of the random effect (the
 /// "none" rows of the summed table); no real level may have it.
@@ -120,15 +120,15 @@ pub(crate) fn defaults() -> Vec<(&'static str, Default)> {
         ("exposure", Default::Text("auto")),
         (
             "slope_prior_sd",
-            Default::Number(crate::count::fit::SLOPE_PRIOR_SD),
+            Default::Number(crate::nb::fit::SLOPE_PRIOR_SD),
         ),
         (
             "step_prior_sd",
-            Default::Number(crate::count::fit::STEP_PRIOR_SD),
+            Default::Number(crate::nb::fit::STEP_PRIOR_SD),
         ),
         (
             "effect_prior_sd",
-            Default::Number(crate::count::fit::EFFECT_PRIOR_SD),
+            Default::Number(crate::nb::fit::EFFECT_PRIOR_SD),
         ),
     ]
 }

@@ -5,11 +5,12 @@ use super::{
     index_column, outcome_bytes, outcome_columns, outcome_from_bytes, pool_options, seed_value,
     user_interrupt_pending, RResult, Relay,
 };
-use crate::bootstrap::{self, CheckpointTarget, Resampling};
+use crate::bootstrap::{self, CheckpointTarget};
 use crate::checkpoint;
 use crate::codec::fnv1a64;
 use crate::error::Error;
 use crate::outcome::{estimate_rows, Outcome};
+use crate::resample::Resampling;
 use crate::saved;
 use extendr_api::prelude::*;
 

@@ -5,21 +5,22 @@
 use super::model::{bins_option, design_fields, design_from_r, tokens_from_r};
 use super::{index_column, outcome_columns, pool_options, user_interrupt_pending, RResult, Relay};
 use crate::bootstrap::Plan;
-use crate::count::build::build_count_model;
-use crate::count::covariance::covariance;
-use crate::count::fit::{warp_slot, CountFitSettings};
-use crate::count::layout::{CountLayout, CountRole};
-use crate::count::objective::SpeciesProblem;
-use crate::count::pipeline::{self, CountPlan};
-use crate::count::resample::{animal_groups, between_animal_factors};
-use crate::count::select::CurveSelection;
-use crate::count::table::Exposure;
+use crate::changepoint::grid::GridPoint;
+use crate::changepoint::DetectionSettings;
+use crate::design::{ParameterRole, WarpKind};
 use crate::error::Error;
-use crate::model::{ParameterRole, WarpKind};
-use crate::pipeline::GridPoint;
+use crate::nb::build::build_count_model;
+use crate::nb::covariance::covariance;
+use crate::nb::fit::{warp_slot, CountFitSettings};
+use crate::nb::layout::{CountLayout, CountRole};
+use crate::nb::objective::SpeciesProblem;
+use crate::nb::pipeline;
+use crate::nb::pipeline::CountPlan;
+use crate::nb::redraw::{animal_groups, between_animal_factors};
+use crate::nb::select::CurveSelection;
+use crate::nb::table::Exposure;
 use crate::rules;
 use crate::saved;
-use crate::structure::DetectionSettings;
 use extendr_api::prelude::*;
 
 /// A named entry of an R settings list.
@@ -303,7 +304,7 @@ fn count_fit(
         bins,
         vec![0; curves],
         exposure_of(&text(&settings, "exposure")?)?,
-        crate::count::point_gap_of(bins, number(&settings, "buffer_factor")?),
+        crate::nb::point_gap_of(bins, number(&settings, "buffer_factor")?),
         &tokens,
         &cells,
     )
@@ -425,7 +426,7 @@ fn fixed_degrees(degrees: &[f64], curves: usize) -> RResult<Vec<Option<usize>>> 
 fn fit_result(
     plan: CountPlan,
     outcome: crate::outcome::Outcome,
-    exposure: crate::count::table::ExposureChoice,
+    exposure: crate::nb::table::ExposureChoice,
     window: f64,
     cutoff: f64,
     grid: Option<List>,
@@ -459,7 +460,7 @@ fn fit_result(
 /// margin (the runner-up's BIC minus the winner's; +∞ when it had no
 /// runner-up), whether the user fixed the degree, and why its fit failed
 /// ("" when it did not).
-fn selection_columns(model: &crate::count::CountModel, selections: &[CurveSelection]) -> List {
+fn selection_columns(model: &crate::nb::CountModel, selections: &[CurveSelection]) -> List {
     let design = model.design();
     let rows = selections
         .iter()
@@ -895,7 +896,7 @@ fn count_bands_rust(plan: Raw, samples: Vec<f64>, probabilities: Vec<f64>) -> RR
             }
             values.sort_by(f64::total_cmp);
             for (band, &p) in out.iter_mut().zip(&probabilities) {
-                band[row] = crate::model::bands::sorted_quantile(&values, p);
+                band[row] = crate::numeric::sorted_quantile(&values, p);
             }
         }
         out

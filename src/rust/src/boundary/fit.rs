@@ -2,14 +2,16 @@
 
 use super::{count_option, outcome_columns, seed_value, user_interrupt_pending, RResult, Relay};
 use crate::bootstrap::{Plan, WarpedSigmoidPlan};
+use crate::changepoint::DetectionSettings;
 use crate::engine::PoolOptions;
 use crate::error::Error;
-use crate::fit::FitSettings;
-use crate::model::Model;
-use crate::pipeline::{self, PipelineSettings};
+use crate::original::fit::FitSettings;
+use crate::original::pipeline;
+use crate::original::pipeline::PipelineSettings;
+use crate::original::Model;
+use crate::original::StartSettings;
 use crate::rules;
 use crate::saved;
-use crate::structure::{DetectionSettings, StartSettings};
 use extendr_api::prelude::*;
 
 fn pipeline_settings(
@@ -193,7 +195,7 @@ fn model_fit_rust(bytes: Raw, start: Vec<f64>, ctol: f64, max_evals: i32) -> RRe
             max_evals,
             StartSettings::default().rise_threshold_factor,
         )?;
-        let fit = crate::fit::fit(&model, &start, &settings.fit).map_err(Error::input)?;
+        let fit = crate::original::fit::fit(&model, &start, &settings.fit).map_err(Error::input)?;
         let outcome = crate::outcome::Outcome {
             replicate: 0,
             fit: Ok(fit.clone()),

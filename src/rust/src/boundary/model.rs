@@ -1,11 +1,14 @@
 //! R entry points for models: build, describe, predict, bands, rules.
 
 use super::{index_column, index_option, RResult};
+use crate::data::CodedTokens;
+use crate::design::{Design, Factor, ParameterRole};
 use crate::error::Error;
-use crate::model::objective::CurvePoint;
-use crate::model::{self, CodedTokens, Design, Factor, Model, Objective, ParameterRole, Settings};
+use crate::original::objective::CurvePoint;
+use crate::original::{Model, Objective, Settings};
 use crate::rules;
 use crate::saved;
+use crate::{design, original};
 use extendr_api::prelude::*;
 
 fn decode_model(bytes: &Raw) -> RResult<Model> {
@@ -173,7 +176,7 @@ fn model_build_rust(
     };
     let bins = bins_option(bins)?;
     let degrees = index_column(degrees, "degrees")?;
-    let model = model::build_model(design, bins, degrees, settings, round_none, &tokens)
+    let model = original::build_model(design, bins, degrees, settings, round_none, &tokens)
         .map_err(Error::input)?;
     Ok(Raw::from_bytes(&saved::encode_model(&model)?))
 }
@@ -447,7 +450,7 @@ fn model_prediction_bands_rust(
     probabilities: Vec<f64>,
 ) -> RResult<List> {
     let model = decode_model(&bytes)?;
-    let bands = model::bands::prediction_quantiles(&model, &samples, &probabilities)
+    let bands = original::bands::prediction_quantiles(&model, &samples, &probabilities)
         .map_err(Error::input)?;
     Ok(List::from_values(bands))
 }
@@ -479,14 +482,14 @@ fn model_rules_rust() -> List {
         buffer_factor = rules::BUFFER_FACTOR_LIMIT,
         rise_threshold_factor = rules::RISE_THRESHOLD_FACTOR_LIMIT,
         max_bins = rules::MAX_BINS as f64,
-        max_treatments = model::design::MAX_TREATMENTS as f64,
-        max_degree = model::design::MAX_DEGREE as f64
+        max_treatments = design::MAX_TREATMENTS as f64,
+        max_degree = design::MAX_DEGREE as f64
     );
     list!(
         defaults = defaults,
         control = control,
         limits = limits,
-        reference_treatment = model::design::REFERENCE_TREATMENT,
+        reference_treatment = design::REFERENCE_TREATMENT,
         population_level = rules::POPULATION_LEVEL
     )
 }
@@ -502,7 +505,7 @@ fn curve_rate_rust(psi: Vec<f64>, likelihood: &str) -> RResult<Vec<f64>> {
     match likelihood {
         "nb" => Ok(psi
             .iter()
-            .map(|&v| crate::count::family::rate(v).value)
+            .map(|&v| crate::nb::family::rate(v).value)
             .collect()),
         "original" => Ok(psi.iter().map(|&v| v.exp_m1()).collect()),
         other => Err(Error::input(format!("unknown likelihood \"{other}\""))),

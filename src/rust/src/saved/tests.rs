@@ -3,11 +3,11 @@
 //! caught by decoding and the model's invariants).
 
 use super::*;
-use crate::bootstrap::Resampling;
+use crate::changepoint::detect_structure;
 use crate::error::ErrorKind;
-use crate::model::synthetic::{build_case_from, strings, SplitMix};
-use crate::pipeline::with_structure;
-use crate::structure::detect_structure;
+use crate::original::pipeline::with_structure;
+use crate::original::synthetic::{build_case_from, strings, SplitMix};
+use crate::resample::Resampling;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// A small fitted-looking plan: one gene, two mice, a binary factor, the
@@ -276,13 +276,13 @@ fn damaged_plans_of_wispack_0_1_0_are_errors_or_valid_plans() {
 
 /// A small count plan, fitted with a fixed dispersion when one is given.
 fn count_plan(fixed_dispersion: Option<f64>) -> Plan {
-    use crate::count::fit::CountFitSettings;
-    use crate::count::pipeline::{fit_all, CountPlan};
-    use crate::count::tests_support::{simulate, Simulation};
+    use crate::nb::fit::CountFitSettings;
+    use crate::nb::pipeline::{fit_all, CountPlan};
+    use crate::nb::tests_support::{simulate, Simulation};
     let (model, _) = simulate(&Simulation::default(), 8);
-    let detected = crate::count::start::detect_structure(
+    let detected = crate::nb::start::detect_structure(
         &model,
-        &crate::structure::DetectionSettings::default(),
+        &crate::changepoint::DetectionSettings::default(),
     )
     .unwrap();
     let model = model.with_structure(detected.structure.clone()).unwrap();

@@ -1,0 +1,1062 @@
+//! The whole count-model fit (model vignette §13.2):
+//! per species, damped Newton for the curves, dispersions and random
+//! effects at fixed variances, alternated with Laplace-EM updates of the
+//! variances σ² ← (Σ_r û_r² + Σ_r [H⁻¹]_rr) / R until they settle; then the
+//! reported vector (β, random effects, standard deviations, dispersions).
+
+use super::curve::{curve_len, CurveValues, SLOPE_MAX};
+use super::layout::CountLayout;
+use super::linalg::BorderedMatrix;
+use super::objective::{Priors, Sigma, SpeciesProblem, SpeciesState};
+use super::solver::{newton, Bounds, NewtonOutcome, NewtonSettings, FLAT_CURVATURE, FLAT_SLOPE};
+use super::start::starting_state_with;
+use super::CountModel;
+use crate::changepoint::DetectedStructure;
+use crate::design::{Component, WarpKind};
+use crate::numeric::linalg::FullPivotLu;
+
+/// Default SD of the slopes' prior on the logit scale: slopes from 0.02 to
+/// 7 per bin lie within two SDs of its centre (1 per bin).
+pub(crate) const SLOPE_PRIOR_SD: f64 = 2.0;
+
+/// Default SD of the block-rate steps' prior: a step of 4 (a 55-fold change
+/// of the rate) is two SDs out.
+pub(crate) const STEP_PRIOR_SD: f64 = 2.0;
+
+/// Default SD of the treatment effects' prior on the unconstrained scale
+/// (log rate; logits of slopes and of the points' stick-breaking fractions).
+pub(crate) const EFFECT_PRIOR_SD: f64 = 1.0;
+
+/// Variances start here.
+pub(crate) const SIGMA_START: f64 = 0.1;
+
+/// A standard deviation that falls below this is an estimate of 0: the warp
+/// is fixed at 0 from then on.
+pub(crate) const SIGMA_ZERO: f64 = 1e-3;
+
+/// The largest standard deviation of a random effect (a warp of e^5 in a
+/// rate, or a shift of 5 on the logit scale of a point or slope: beyond any
+/// plausible animal). The variance updates stop there; it is not counted
+/// in `on.bound`.
+pub(crate) const SIGMA_MAX: f64 = 5.0;
+/// A variance update that moves every σ by less than this (on the log
+/// scale) is near its fixed point: inner fits become exact from there on.
+const NEAR_FIXED_POINT: f64 = 0.05;
+
+/// Box bounds of the unconstrained coordinates: far enough that only a
+/// degenerate fit (a step-like transition, a vanishing gap, a Poisson
+/// dispersion) reaches them.
+/// Block rates are log(1 + rate), so a rate of 0 is the lower bound 0.
+const RATE_BOUNDS: (f64, f64) = (0.0, 25.0);
+const LOGIT_BOUNDS: (f64, f64) = (-20.0, 20.0);
+const LOG_DISPERSION_BOUNDS: (f64, f64) = (-18.4, 6.9);
+const RANDOM_EFFECT_BOUNDS: (f64, f64) = (-10.0, 10.0);
+
+/// Settings of a count fit.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct CountFitSettings {
+    pub newton: NewtonSettings,
+    /// Most variance updates per species.
+    pub max_variance_updates: usize,
+    /// Stop the variance updates when every |Δ ln σ| is below this.
+    pub variance_tolerance: f64,
+    /// Fixed standard deviations (point, rate, slope) instead of estimates.
+    pub fixed_sigma: Option<Sigma>,
+    pub rise_threshold_factor: f64,
+    /// SD of the slopes' prior on the logit scale (0: none); see
+    /// [`SpeciesProblem::with_priors`].
+    pub slope_prior_sd: f64,
+    /// SD of the prior on the steps of a curve's block rates (0: none); see
+    /// [`SpeciesProblem::with_priors`].
+    pub step_prior_sd: f64,
+    /// SD of the prior on the treatment effects of the curves' unknowns
+    /// (0: none); see [`SpeciesProblem::with_priors`].
+    pub effect_prior_sd: f64,
+    /// A fixed dispersion φ per cell instead of estimates (0: Poisson, held
+    /// at the lower bound of ln φ, where the negative binomial is Poisson
+    /// to about 1e-8 relative). Saved plans keep it in format 2's extras
+    /// (`saved.rs`).
+    pub fixed_dispersion: Option<f64>,
+}
+
+impl CountFitSettings {
+    /// ln φ of a fixed dispersion (0 is held at the lower bound).
+    pub(crate) fn fixed_log_dispersion(&self) -> Option<f64> {
+        self.fixed_dispersion
+            .map(|phi| phi.ln().max(LOG_DISPERSION_BOUNDS.0))
+    }
+
+    pub(crate) fn priors(&self) -> Priors {
+        Priors {
+            slope_sd: self.slope_prior_sd,
+            step_sd: self.step_prior_sd,
+            effect_sd: self.effect_prior_sd,
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        let n = &self.newton;
+        if n.max_iterations == 0
+            || !positive(n.gradient_tolerance)
+            || !positive(n.decrement_tolerance)
+        {
+            return Err(
+                "the Newton settings need at least one iteration and positive tolerances".into(),
+            );
+        }
+        if !positive(self.variance_tolerance) {
+            return Err(format!(
+                "variance_tolerance must be positive, got {}",
+                self.variance_tolerance
+            ));
+        }
+        if let Some(sigma) = self.fixed_sigma {
+            if !sigma.iter().all(|s| s.is_finite() && *s >= 0.0) {
+                return Err(format!(
+                    "fixed standard deviations must be finite and >= 0, got {sigma:?}"
+                ));
+            }
+        }
+        crate::rules::check_rise_threshold_factor(self.rise_threshold_factor)?;
+        if !(self.slope_prior_sd.is_finite() && self.slope_prior_sd >= 0.0) {
+            return Err(format!(
+                "the slope prior's SD must be finite and >= 0, got {}",
+                self.slope_prior_sd
+            ));
+        }
+        if let Some(phi) = self.fixed_dispersion {
+            let upper = LOG_DISPERSION_BOUNDS.1.exp();
+            if !(phi.is_finite() && (0.0..=upper).contains(&phi)) {
+                return Err(format!(
+                    "a fixed dispersion must be between 0 and {upper:.0}, got {phi}"
+                ));
+            }
+        }
+        for (name, sd) in [
+            ("step", self.step_prior_sd),
+            ("effect", self.effect_prior_sd),
+        ] {
+            if !(sd.is_finite() && sd >= 0.0) {
+                return Err(format!(
+                    "the {name} prior's SD must be finite and >= 0, got {sd}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Default for CountFitSettings {
+    fn default() -> Self {
+        CountFitSettings {
+            newton: NewtonSettings::default(),
+            max_variance_updates: crate::rules::MAX_VARIANCE_UPDATES,
+            variance_tolerance: crate::rules::VARIANCE_TOLERANCE,
+            fixed_sigma: None,
+            rise_threshold_factor: crate::rules::DEFAULT_RISE_THRESHOLD_FACTOR,
+            slope_prior_sd: SLOPE_PRIOR_SD,
+            step_prior_sd: STEP_PRIOR_SD,
+            effect_prior_sd: EFFECT_PRIOR_SD,
+            fixed_dispersion: None,
+        }
+    }
+}
+
+/// Box bounds of a species' free unknowns.
+pub(crate) fn bounds_for(problem: &SpeciesProblem) -> Bounds {
+    let layout = &problem.layout;
+    let n = layout.len;
+    let (mut lower, mut upper) = (vec![f64::NEG_INFINITY; n], vec![f64::INFINITY; n]);
+    let mut set = |i: usize, (lo, hi): (f64, f64)| {
+        lower[i] = lo;
+        upper[i] = hi;
+    };
+    for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+        let Some(offset) = *offset else { continue };
+        let degree = layout.degrees[curve / layout.treatments];
+        for i in 0..curve_len(degree) {
+            set(
+                offset + i,
+                if i <= degree {
+                    RATE_BOUNDS
+                } else {
+                    LOGIT_BOUNDS
+                },
+            );
+        }
+    }
+    for index in layout.rho_index.iter().flatten() {
+        set(*index, LOG_DISPERSION_BOUNDS);
+    }
+    for indices in &layout.u_index {
+        for index in indices.iter().flatten() {
+            set(*index, RANDOM_EFFECT_BOUNDS);
+        }
+    }
+    Bounds { lower, upper }
+}
+
+/// One species' fit.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SpeciesFit {
+    pub species: usize,
+    pub state: SpeciesState,
+    /// Standard deviations of the random effects (0: none or estimated 0).
+    pub sigma: Sigma,
+    /// J at the estimate.
+    pub objective: f64,
+    /// −(marginal log-likelihood), Laplace over the random effects.
+    pub negative_log_likelihood: f64,
+    /// Newton iterations over all variance updates.
+    pub iterations: usize,
+    pub evaluations: usize,
+    pub variance_updates: usize,
+    pub converged: bool,
+    pub scaled_gradient: f64,
+    /// Estimates at a bound: box bounds, slopes above 0.99·S_MAX, point gaps
+    /// below 0.1 % of the axis.
+    pub on_bound: usize,
+    /// Per curve and θ coordinate: whether the data inform it (a curve
+    /// without observed rows, or the transitions of a curve whose rates are
+    /// all 0, are not informed; their β are reported as NaN).
+    pub curve_informed: Vec<Vec<bool>>,
+    pub rho_informed: Vec<bool>,
+    pub stop: Option<String>,
+}
+
+fn free_warps_of(sigma: Sigma) -> [bool; 3] {
+    sigma.map(|s| s > 0.0)
+}
+
+/// What the final Hessian says about a species' estimate: ln det of its
+/// random effects' block (for the Laplace marginal) and which θ and ρ
+/// coordinates the data inform at all (see [`FLAT_CURVATURE`]).
+struct FinalCurvature {
+    random_effect_log_det: f64,
+    curve_informed: Vec<Vec<bool>>,
+    rho_informed: Vec<bool>,
+}
+
+/// Which of a species' free coordinates the data inform at `state`: those
+/// with curvature or slope in the likelihood itself (`problem` must carry
+/// no slope prior, which would inform every slope).
+pub(crate) fn data_informed(
+    problem: &SpeciesProblem,
+    state: &SpeciesState,
+    sigma: Sigma,
+) -> Vec<bool> {
+    let mut gradient = vec![0.0; problem.layout.len];
+    let mut hessian = problem.hessian_shape();
+    problem.evaluate(state, sigma, &mut gradient, &mut hessian);
+    (0..problem.layout.len)
+        .map(|i| !(hessian.diagonal(i).abs() <= FLAT_CURVATURE && gradient[i].abs() <= FLAT_SLOPE))
+        .collect()
+}
+
+fn final_curvature(
+    problem: &SpeciesProblem,
+    data_only: &SpeciesProblem,
+    state: &SpeciesState,
+    sigma: Sigma,
+) -> FinalCurvature {
+    let layout = &problem.layout;
+    let mut gradient = vec![0.0; layout.len];
+    let mut hessian = problem.hessian_shape();
+    problem.evaluate(state, sigma, &mut gradient, &mut hessian);
+    let informed_flags = data_informed(data_only, state, sigma);
+    let informed = |i: usize| informed_flags[i];
+    let curve_informed = layout
+        .curve_offsets
+        .iter()
+        .zip(&state.theta)
+        .map(|(offset, theta)| match offset {
+            Some(offset) => (0..theta.len()).map(|i| informed(offset + i)).collect(),
+            None => vec![false; theta.len()],
+        })
+        .collect();
+    let rho_informed = layout
+        .rho_index
+        .iter()
+        .map(|i| i.is_some_and(informed))
+        .collect();
+    let border_start = layout.border_start();
+    let indices: Vec<usize> = layout
+        .u_index
+        .iter()
+        .flat_map(|u| u.iter().flatten().map(|&i| i - border_start))
+        .collect();
+    let (k, m) = (indices.len(), layout.border);
+    let random_effect_log_det = if k == 0 {
+        0.0
+    } else {
+        let mut block = BorderedMatrix::new(vec![], k);
+        for (a, &ia) in indices.iter().enumerate() {
+            for (b, &ib) in indices.iter().enumerate() {
+                block.border_block[a * k + b] = hessian.border_block[ia * m + ib];
+            }
+        }
+        block
+            .factor(&vec![0.0; k])
+            .map_or(f64::NAN, |factor| factor.log_det())
+    };
+    FinalCurvature {
+        random_effect_log_det,
+        curve_informed,
+        rho_informed,
+    }
+}
+
+/// Counts estimates at a bound (see [`SpeciesFit::on_bound`]).
+fn count_on_bound(problem: &SpeciesProblem, state: &SpeciesState, bounds: &Bounds) -> usize {
+    let layout = &problem.layout;
+    let x = state.to_vector(layout);
+    let mut count = bounds.at_bound(&x);
+    for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+        if offset.is_none() {
+            continue;
+        }
+        let degree = layout.degrees[curve / layout.treatments];
+        let values = CurveValues::from_theta(&state.theta[curve], degree, problem.axis());
+        count += values
+            .slopes
+            .iter()
+            .filter(|&&s| s > 0.99 * SLOPE_MAX)
+            .count();
+        let axis = problem.axis();
+        let mut previous = axis.lower;
+        let slack = axis.gap + 1e-3 * axis.width;
+        for &p in values
+            .points
+            .iter()
+            .chain(std::iter::once(&(axis.lower + axis.width)))
+        {
+            if p - previous < slack {
+                count += 1;
+            }
+            previous = p;
+        }
+    }
+    count
+}
+
+/// The Laplace-EM update of the free standard deviations.
+fn variance_update(
+    problem: &SpeciesProblem,
+    state: &SpeciesState,
+    outcome: &NewtonOutcome,
+    sigma: Sigma,
+) -> Option<Sigma> {
+    let inverse = outcome.inverse_diagonal.as_ref()?;
+    let layout = &problem.layout;
+    let animals = layout.animals as f64;
+    let mut next = sigma;
+    for w in 0..3 {
+        if sigma[w] == 0.0 {
+            continue;
+        }
+        let total: f64 = layout
+            .u_index
+            .iter()
+            .zip(&state.u)
+            .map(|(indices, u)| u[w] * u[w] + indices[w].map_or(0.0, |i| inverse[i]))
+            .sum();
+        next[w] = (total / animals).sqrt();
+    }
+    Some(next)
+}
+
+/// Accelerates the Laplace-EM updates of the standard deviations.
+///
+/// EM moves t = ln σ² to its update t_EM; the fixed point has t_EM − t = 0.
+/// Where the data say little about a variance (near 0, or a warp that moves
+/// little), EM crawls: each step moves t by a nearly constant amount. So
+/// each component takes a secant step on t_EM − t once it has two points
+/// whose displacement shrinks towards the root, and otherwise a step that
+/// doubles with every update that keeps EM's direction; steps are limited
+/// to 3 in t (a factor of e^1.5 in σ).
+#[derive(Clone, Debug, Default)]
+struct VarianceSecant {
+    previous: Option<([f64; 3], [f64; 3])>,
+    /// Updates in a row that moved each component the same way.
+    streak: [u32; 3],
+}
+
+impl VarianceSecant {
+    fn step(&mut self, sigma: Sigma, expectation: Sigma) -> Sigma {
+        let mut t = [0.0; 3];
+        let mut displacement = [0.0; 3];
+        let mut next = [0.0; 3];
+        for w in 0..3 {
+            if sigma[w] <= 0.0 {
+                continue;
+            }
+            t[w] = (sigma[w] * sigma[w]).ln();
+            displacement[w] = (expectation[w] * expectation[w]).ln() - t[w];
+            let mut proposal = displacement[w];
+            if let Some((t_old, d_old)) = self.previous {
+                let same_way = displacement[w] * d_old[w] > 0.0;
+                self.streak[w] = if same_way { self.streak[w] + 1 } else { 0 };
+                let slope = (displacement[w] - d_old[w]) / (t[w] - t_old[w]);
+                let secant = -displacement[w] / slope;
+                if slope.is_finite() && slope < 0.0 && secant * displacement[w] > 0.0 {
+                    proposal = secant;
+                } else if same_way {
+                    proposal *= f64::from(2u32.pow(self.streak[w].min(6)));
+                }
+            }
+            next[w] = (0.5 * (t[w] + proposal.clamp(-3.0, 3.0)))
+                .exp()
+                .min(SIGMA_MAX);
+        }
+        self.previous = Some((t, displacement));
+        next
+    }
+}
+
+/// Brings a fit from its rough start near the optimum block by block, each
+/// small problem with its own damping, so that one hard curve does not slow
+/// every other: the curves one by one (random effects at their start), the
+/// dispersions, the random effects, and the curves again. Returns the
+/// objective evaluations used.
+fn warm_up(
+    model: &CountModel,
+    species: usize,
+    state: &mut SpeciesState,
+    sigma: Sigma,
+    settings: &CountFitSettings,
+) -> usize {
+    let loose = NewtonSettings {
+        gradient_tolerance: 1e-2,
+        decrement_tolerance: 1e-7,
+        max_iterations: 50,
+    };
+    let curves = model.table().shape().contexts * model.table().shape().treatments;
+    let free_warps = free_warps_of(sigma);
+    let mut evaluations = 0;
+    let mut run = |problem: SpeciesProblem, state: &mut SpeciesState, sigma: Sigma| {
+        let problem = problem.with_settings(settings);
+        if problem.layout.len == 0 {
+            return;
+        }
+        let bounds = bounds_for(&problem);
+        evaluations += newton(&problem, state, sigma, &bounds, &loose).evaluations;
+    };
+    let each_curve =
+        |state: &mut SpeciesState,
+         run: &mut dyn FnMut(SpeciesProblem, &mut SpeciesState, Sigma)| {
+            for curve in 0..curves {
+                let mut only = vec![false; curves];
+                only[curve] = true;
+                run(
+                    SpeciesProblem::restricted(model, species, &only, false, [false; 3]),
+                    state,
+                    sigma,
+                );
+            }
+        };
+    each_curve(state, &mut run);
+    let none = vec![false; curves];
+    run(
+        SpeciesProblem::restricted(model, species, &none, true, [false; 3]),
+        state,
+        sigma,
+    );
+    run(
+        SpeciesProblem::restricted(model, species, &none, false, free_warps),
+        state,
+        sigma,
+    );
+    each_curve(state, &mut run);
+    evaluations
+}
+
+/// Fits one species from `start` (or from the data), with `sigma` as the
+/// starting (or, with `settings.fixed_sigma`, fixed) standard deviations.
+pub(crate) fn fit_species(
+    model: &CountModel,
+    species: usize,
+    detected: Option<&DetectedStructure>,
+    start: Option<(&SpeciesState, Sigma)>,
+    settings: &CountFitSettings,
+) -> Result<SpeciesFit, String> {
+    fit_species_held(model, species, detected, start, settings, None)
+}
+
+/// [`fit_species`] with the random effects held at `held` (per animal; the
+/// warps of every fixed standard deviation of 0, `settings.fixed_sigma`
+/// must then be all 0): the curves and dispersions are fitted given those
+/// warps, which stay as they are.
+pub(crate) fn fit_species_held(
+    model: &CountModel,
+    species: usize,
+    detected: Option<&DetectedStructure>,
+    start: Option<(&SpeciesState, Sigma)>,
+    settings: &CountFitSettings,
+    held: Option<&[[f64; 3]]>,
+) -> Result<SpeciesFit, String> {
+    let mut sigma: Sigma = match (settings.fixed_sigma, start) {
+        _ if !model.has_random_effects() => [0.0; 3],
+        (Some(fixed), _) => fixed,
+        (None, Some((_, sigma))) => sigma,
+        (None, None) => [SIGMA_START; 3],
+    };
+    // Point and slope warps move transitions: without any transition they
+    // act on nothing and their variance has no estimate.
+    let has_transitions =
+        (0..model.structure().contexts()).any(|c| model.structure().degree(c, species) > 0);
+    if !has_transitions {
+        sigma[super::curve::U_POINT] = 0.0;
+        sigma[super::curve::U_SLOPE] = 0.0;
+    }
+    let problem_for = |sigma: Sigma| {
+        SpeciesProblem::new(model, species, free_warps_of(sigma)).with_settings(settings)
+    };
+    let mut problem = problem_for(sigma);
+    let mut state = match start {
+        Some((state, _)) => state.clone(),
+        None => starting_state_with(&problem, detected, settings.rise_threshold_factor)?,
+    };
+    if let Some(rho) = settings.fixed_log_dispersion() {
+        state.rho.fill(rho);
+    }
+    for u in &mut state.u {
+        for w in 0..3 {
+            if sigma[w] == 0.0 {
+                u[w] = 0.0;
+            }
+        }
+    }
+    if let Some(held) = held {
+        if settings.fixed_sigma != Some([0.0; 3]) || held.len() != state.u.len() {
+            return Err(
+                "internal: held random effects need one per animal and σ fixed at 0".into(),
+            );
+        }
+        state.u = held.to_vec();
+    }
+    let (mut iterations, mut evaluations, mut updates) = (0, 0, 0);
+    if start.is_none() {
+        evaluations += warm_up(model, species, &mut state, sigma, settings);
+    }
+    project_held_effects(model, &mut state)?;
+    let estimate_variances = model.has_random_effects() && settings.fixed_sigma.is_none();
+    let mut secant = VarianceSecant::default();
+    // While the variances move, each inner fit needs only to be close; the
+    // fit at the variances' final values is solved to full accuracy.
+    let loose = NewtonSettings {
+        gradient_tolerance: settings.newton.gradient_tolerance.max(1e-2),
+        decrement_tolerance: settings.newton.decrement_tolerance.max(1e-7),
+        ..settings.newton
+    };
+    let mut settling = estimate_variances;
+    let outcome = loop {
+        let bounds = bounds_for(&problem);
+        let newton_settings = if settling { &loose } else { &settings.newton };
+        let outcome = newton(&problem, &mut state, sigma, &bounds, newton_settings);
+        iterations += outcome.iterations;
+        evaluations += outcome.evaluations;
+        if !estimate_variances || !outcome.converged || updates >= settings.max_variance_updates {
+            if settling && outcome.converged {
+                // Out of variance updates: finish the inner fit at these variances.
+                settling = false;
+                continue;
+            }
+            break outcome;
+        }
+        let Some(expectation) = variance_update(&problem, &state, &outcome, sigma) else {
+            break outcome;
+        };
+        updates += 1;
+        let mut next = secant.step(sigma, expectation);
+        let mut dropped = false;
+        for w in 0..3 {
+            if sigma[w] > 0.0 && next[w] < SIGMA_ZERO {
+                next[w] = 0.0;
+                dropped = true;
+            }
+        }
+        let largest_move = expectation
+            .iter()
+            .zip(&sigma)
+            .filter(|(_, &b)| b > 0.0)
+            .map(|(&a, &b)| (a / b).ln().abs())
+            .fold(0.0, f64::max);
+        let settled = largest_move < settings.variance_tolerance;
+        // Loose inner fits move the updates by about 1 %: near the fixed
+        // point they would hide it (a variance the data barely inform moves
+        // by less than that noise), so the updates from there on use inner
+        // fits at full accuracy.
+        let loose_fit = settling;
+        if settling && largest_move < NEAR_FIXED_POINT && !dropped {
+            settling = false;
+        }
+        if settled && !dropped {
+            if !loose_fit {
+                break outcome;
+            }
+            // Settled on loose inner fits: one more round at full accuracy.
+            settling = false;
+            continue;
+        }
+        sigma = next;
+        if dropped {
+            for u in &mut state.u {
+                for w in 0..3 {
+                    if sigma[w] == 0.0 {
+                        u[w] = 0.0;
+                    }
+                }
+            }
+            problem = problem_for(sigma);
+            secant = VarianceSecant::default();
+        }
+    };
+    let bounds = bounds_for(&problem);
+    let log_sigma: f64 = sigma.iter().filter(|&&s| s > 0.0).map(|s| s.ln()).sum();
+    let data_only = SpeciesProblem::new(model, species, free_warps_of(sigma))
+        .without_dispersion(settings.fixed_dispersion.is_some());
+    let mut curvature = final_curvature(&problem, &data_only, &state, sigma);
+    if settings.fixed_dispersion.is_some() {
+        // A fixed dispersion is reported wherever its context has a curve.
+        let layout = &problem.layout;
+        curvature.rho_informed = (0..layout.contexts)
+            .map(|c| {
+                (0..layout.treatments)
+                    .any(|t| layout.curve_offsets[c * layout.treatments + t].is_some())
+            })
+            .collect();
+    }
+    let negative_log_likelihood = outcome.value - problem.prior_penalty(&state)
+        + problem.layout.animals as f64 * log_sigma
+        + 0.5 * curvature.random_effect_log_det;
+    let converged =
+        outcome.converged && (!estimate_variances || updates < settings.max_variance_updates);
+    let stop = if converged {
+        None
+    } else if outcome.converged {
+        Some(format!(
+            "{} variance updates",
+            settings.max_variance_updates
+        ))
+    } else {
+        outcome.stop.clone()
+    };
+    Ok(SpeciesFit {
+        species,
+        on_bound: count_on_bound(&problem, &state, &bounds),
+        curve_informed: curvature.curve_informed,
+        rho_informed: curvature.rho_informed,
+        state,
+        sigma,
+        objective: outcome.value,
+        negative_log_likelihood,
+        iterations,
+        evaluations,
+        variance_updates: updates,
+        converged,
+        scaled_gradient: outcome.scaled_gradient,
+        stop,
+    })
+}
+
+/// W⁻¹, so that β = W⁻¹ v for per-treatment values v.
+/// Sets the held effects of every curve unknown to 0 (θ = W β with the
+/// held β zeroed), so that a reduced model's fit starts where its penalty
+/// is 0 (model vignette §15.4).
+pub(crate) fn project_held_effects(
+    model: &CountModel,
+    state: &mut SpeciesState,
+) -> Result<(), String> {
+    let held = model.held_effects();
+    if held.is_empty() {
+        return Ok(());
+    }
+    let treatments = model.design().treatment_count();
+    let weights = model.design().weights();
+    let inverse = inverse_weights(model)?;
+    for c in 0..model.structure().contexts() {
+        let first = c * treatments;
+        for i in 0..state.theta[first].len() {
+            let values: Vec<f64> = (0..treatments).map(|t| state.theta[first + t][i]).collect();
+            let mut effects: Vec<f64> = (0..treatments)
+                .map(|j| {
+                    (0..treatments)
+                        .map(|t| inverse[j * treatments + t] * values[t])
+                        .sum()
+                })
+                .collect();
+            for &j in held {
+                effects[j] = 0.0;
+            }
+            for t in 0..treatments {
+                state.theta[first + t][i] = (0..treatments)
+                    .map(|j| weights[t * treatments + j] * effects[j])
+                    .sum();
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn inverse_weights(model: &CountModel) -> Result<Vec<f64>, String> {
+    let design = model.design();
+    let t = design.treatment_count();
+    let lu = FullPivotLu::new(design.weights(), t)?;
+    let mut inverse = vec![0.0; t * t];
+    for j in 0..t {
+        let mut unit = vec![0.0; t];
+        unit[j] = 1.0;
+        let column = lu.solve(&unit)?;
+        for i in 0..t {
+            inverse[i * t + j] = column[i];
+        }
+    }
+    Ok(inverse)
+}
+
+/// The reported vector (see [`CountLayout`]) of a fit, one entry per
+/// species in `fits`. β that involve a curve that could not be estimated
+/// (no observed row) are NaN.
+pub(crate) fn reported_parameters(
+    model: &CountModel,
+    fits: &[SpeciesFit],
+) -> Result<Vec<f64>, String> {
+    let design = model.design();
+    let layout = CountLayout::new(design, model.structure())?;
+    let shape = model.table().shape();
+    let treatments = shape.treatments;
+    let inverse = inverse_weights(model)?;
+    let mut out = vec![f64::NAN; layout.len()];
+    for fit in fits {
+        let s = fit.species;
+        for c in 0..shape.contexts {
+            let degree = model.structure().degree(c, s);
+            let axis = model.axis();
+            let curve_values: Vec<CurveValues> = (0..treatments)
+                .map(|t| {
+                    CurveValues::from_theta(&fit.state.theta[c * treatments + t], degree, axis)
+                })
+                .collect();
+            for component in Component::ALL {
+                for k in 0..component.count(degree) {
+                    let value_of = |values: &CurveValues| match component {
+                        Component::Rate => values.rates[k],
+                        Component::Slope => values.slopes[k],
+                        Component::Point => values.points[k],
+                    };
+                    let position = component.position(degree, k);
+                    let per_treatment: Vec<Option<f64>> = (0..treatments)
+                        .map(|t| {
+                            let informed = fit.curve_informed[c * treatments + t][position];
+                            informed.then(|| value_of(&curve_values[t]))
+                        })
+                        .collect();
+                    for i in 0..treatments {
+                        let mut beta = 0.0;
+                        for (t, value) in per_treatment.iter().enumerate() {
+                            let weight = inverse[i * treatments + t];
+                            if weight == 0.0 {
+                                continue;
+                            }
+                            beta += weight * value.unwrap_or(f64::NAN);
+                        }
+                        if let Some(index) = layout.original.beta_index(component, c, s, k, i) {
+                            out[index] = beta;
+                        }
+                    }
+                }
+            }
+            if let Some(index) = layout.dispersion_index(c, s) {
+                out[index] = if fit.rho_informed[c] {
+                    fit.state.rho[c].exp()
+                } else {
+                    f64::NAN
+                };
+            }
+        }
+        for (r, u) in fit.state.u.iter().enumerate() {
+            for kind in WarpKind::ALL {
+                if let Some(index) = layout.original.warp_index(kind, s, r) {
+                    out[index] = u[warp_slot(kind)];
+                }
+            }
+        }
+        for kind in WarpKind::ALL {
+            if let Some(index) = layout.deviation_index(kind, s) {
+                out[index] = fit.sigma[warp_slot(kind)];
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Position of a warp kind among an animal's three random effects.
+pub(crate) fn warp_slot(kind: WarpKind) -> usize {
+    match kind {
+        WarpKind::Point => super::curve::U_POINT,
+        WarpKind::Rate => super::curve::U_RATE,
+        WarpKind::Slope => super::curve::U_SLOPE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests_support::{simulate, Simulation};
+    use super::*;
+
+    #[test]
+    fn a_fit_recovers_the_simulated_curves_and_converges() {
+        let spec = Simulation {
+            bins: 40,
+            animals: 6,
+            cells_per_key: 5,
+            ..Simulation::default()
+        };
+        let (model, truth) = simulate(&spec, 21);
+        for s in 0..spec.species {
+            let fit = fit_species(&model, s, None, None, &CountFitSettings::default()).unwrap();
+            assert!(fit.converged, "{fit:?}");
+            assert!(fit.scaled_gradient <= 1e-4);
+            assert_eq!(fit.on_bound, 0, "{fit:?}");
+            for t in 0..spec.levels {
+                let degree = spec.degrees[s];
+                let values = CurveValues::from_theta(&fit.state.theta[t], degree, model.axis());
+                let true_values = &truth.curves[s][t];
+                for (a, b) in values.rates.iter().zip(&true_values.rates) {
+                    assert!((a - b).abs() < 0.2, "rates {values:?} vs {true_values:?}");
+                }
+                for (a, b) in values.points.iter().zip(&true_values.points) {
+                    assert!((a - b).abs() < 2.5, "points {values:?} vs {true_values:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_dispersion_fixed_at_its_estimate_gives_the_same_fit_and_zero_is_held_at_the_bound() {
+        let spec = Simulation {
+            bins: 30,
+            animals: 4,
+            cells_per_key: 5,
+            ..Simulation::default()
+        };
+        let (model, _) = simulate(&spec, 8);
+        let free = fit_species(&model, 0, None, None, &CountFitSettings::default()).unwrap();
+        assert!(free.converged, "{free:?}");
+        // At the maximum over φ, holding φ there changes nothing else.
+        let phi = free.state.rho[0].exp();
+        let settings = CountFitSettings {
+            fixed_dispersion: Some(phi),
+            ..CountFitSettings::default()
+        };
+        let held = fit_species(&model, 0, None, None, &settings).unwrap();
+        assert!(held.converged, "{held:?}");
+        assert!((held.state.rho[0] - free.state.rho[0]).abs() < 1e-12);
+        assert!(held.rho_informed[0]);
+        for (a, b) in held
+            .state
+            .theta
+            .iter()
+            .flatten()
+            .zip(free.state.theta.iter().flatten())
+        {
+            assert!((a - b).abs() < 1e-3, "{a} vs {b}");
+        }
+        // (The variances, and so the marginal likelihood, move a little: with
+        // φ free their Laplace-EM updates see its uncertainty too.)
+        assert!(
+            (held.negative_log_likelihood - free.negative_log_likelihood).abs() < 0.05,
+            "{} vs {}",
+            held.negative_log_likelihood,
+            free.negative_log_likelihood
+        );
+        // Poisson: held at the lower bound, and a worse fit to NB counts.
+        let poisson = CountFitSettings {
+            fixed_dispersion: Some(0.0),
+            ..CountFitSettings::default()
+        };
+        let fit = fit_species(&model, 0, None, None, &poisson).unwrap();
+        assert!(fit.state.rho.iter().all(|&r| r == LOG_DISPERSION_BOUNDS.0));
+        assert_eq!(
+            fit.on_bound, 0,
+            "a held dispersion is not an estimate on a bound"
+        );
+        assert!(fit.negative_log_likelihood > free.negative_log_likelihood);
+        assert!(CountFitSettings {
+            fixed_dispersion: Some(-1.0),
+            ..CountFitSettings::default()
+        }
+        .validate()
+        .is_err());
+    }
+
+    #[test]
+    fn the_animals_mean_rate_and_slope_warps_are_zero_at_the_optimum() {
+        // The likelihood and the priors (which see the curves at the
+        // animals' mean warps) are unchanged when the population rates are
+        // scaled by e^c and every rate warp shifted by -c, or the slope
+        // logits shifted by c and the slope warps by -c; the random effects'
+        // prior alone is lowest at a mean warp of 0. Many contexts make many
+        // steps, whose prior pulled the population rates down (and the rate
+        // warps and their SD up) before the priors saw the mean warps.
+        let spec = Simulation {
+            bins: 40,
+            contexts: 8,
+            species: 1,
+            animals: 5,
+            levels: 3,
+            degrees: vec![2; 8],
+            cells_per_key: 4,
+            ..Simulation::default()
+        };
+        let (model, _) = simulate(&spec, 5);
+        let fit = fit_species(&model, 0, None, None, &CountFitSettings::default()).unwrap();
+        assert!(fit.converged, "{fit:?}");
+        let animals = fit.state.u.len() as f64;
+        for w in [super::super::curve::U_RATE, super::super::curve::U_SLOPE] {
+            let mean = fit.state.u.iter().map(|u| u[w]).sum::<f64>() / animals;
+            assert!(mean.abs() < 1e-5, "warp {w}: mean {mean}, {fit:?}");
+        }
+        let rate_sd = fit.sigma[super::super::curve::U_RATE];
+        assert!(rate_sd < 3.0 * spec.sigma[1], "rate SD {rate_sd}");
+    }
+
+    #[test]
+    fn a_single_bin_fits_curves_without_transitions() {
+        let spec = Simulation {
+            bins: 1,
+            degrees: vec![0, 0],
+            missing: 0.0,
+            ..Simulation::default()
+        };
+        let (model, _) = simulate(&spec, 5);
+        for s in 0..spec.species {
+            let fit = fit_species(&model, s, None, None, &CountFitSettings::default()).unwrap();
+            assert!(fit.converged, "{fit:?}");
+        }
+        // A transition still needs room: one bin has none for it.
+        let structure = crate::design::Structure::new(1, 2, vec![1, 0]).unwrap();
+        assert!(model.with_structure(structure).is_err());
+    }
+
+    #[test]
+    fn a_warm_start_from_the_estimate_stops_at_once() {
+        let (model, _) = simulate(&Simulation::default(), 4);
+        let settings = CountFitSettings::default();
+        let first = fit_species(&model, 0, None, None, &settings).unwrap();
+        let again = fit_species(
+            &model,
+            0,
+            None,
+            Some((&first.state, first.sigma)),
+            &settings,
+        )
+        .unwrap();
+        assert!(again.converged);
+        assert!(again.iterations <= 2, "{again:?}");
+        assert!((again.objective - first.objective).abs() < 1e-8 * first.objective.abs());
+    }
+
+    #[test]
+    fn reported_effects_are_differences_of_the_treatment_curves() {
+        let (model, _) = simulate(&Simulation::default(), 9);
+        let settings = CountFitSettings::default();
+        let fits: Vec<SpeciesFit> = (0..2)
+            .map(|s| fit_species(&model, s, None, None, &settings).unwrap())
+            .collect();
+        let reported = reported_parameters(&model, &fits).unwrap();
+        let layout = CountLayout::new(model.design(), model.structure()).unwrap();
+        let axis = model.axis();
+        for s in 0..2 {
+            let degree = model.structure().degree(0, s);
+            let reference = CurveValues::from_theta(&fits[s].state.theta[0], degree, axis);
+            let treated = CurveValues::from_theta(&fits[s].state.theta[1], degree, axis);
+            let base = layout
+                .original
+                .beta_index(Component::Rate, 0, s, 0, 0)
+                .unwrap();
+            let effect = layout
+                .original
+                .beta_index(Component::Rate, 0, s, 0, 1)
+                .unwrap();
+            assert!((reported[base] - reference.rates[0]).abs() < 1e-12);
+            assert!((reported[effect] - (treated.rates[0] - reference.rates[0])).abs() < 1e-12);
+            let sd = layout.deviation_index(WarpKind::Slope, s).unwrap();
+            assert_eq!(reported[sd], fits[s].sigma[2]);
+        }
+        assert!(reported.iter().all(|v| v.is_finite()));
+    }
+
+    #[test]
+    fn a_gene_never_seen_has_rate_zero_and_uninformed_transitions() {
+        let spec = Simulation {
+            silent_species: vec![1],
+            ..Simulation::default()
+        };
+        let (model, _) = simulate(&spec, 2);
+        let fit = fit_species(&model, 1, None, None, &CountFitSettings::default()).unwrap();
+        assert!(fit.converged, "{fit:?}");
+        let degree = spec.degrees[1];
+        for (theta, informed) in fit.state.theta.iter().zip(&fit.curve_informed) {
+            assert!(theta[..=degree].iter().all(|&r| r == 0.0), "{theta:?}");
+            assert!(informed[..=degree].iter().all(|&i| i));
+            assert!(informed[degree + 1..].iter().all(|&i| !i));
+        }
+        let reported = reported_parameters(&model, &[fit]).unwrap();
+        let layout = CountLayout::new(model.design(), model.structure()).unwrap();
+        let effect = layout
+            .original
+            .beta_index(Component::Rate, 0, 1, 0, 1)
+            .unwrap();
+        assert_eq!(reported[effect], 0.0);
+        let slope = layout
+            .original
+            .beta_index(Component::Slope, 0, 1, 0, 1)
+            .unwrap();
+        assert!(reported[slope].is_nan());
+    }
+
+    #[test]
+    fn a_reduced_model_converges_to_equal_curves_and_no_better_objective() {
+        // Treatment 1's curves differ from the reference's in the truth;
+        // holding its effect at 0 must give one curve for both, at an
+        // objective no lower than the full model's (its feasible set is
+        // smaller), and converge as readily.
+        for seed in 0..6 {
+            let (full_model, _) = simulate(&Simulation::default(), 40 + seed);
+            let reduced_model = full_model.clone().with_held_effects(vec![1]).unwrap();
+            let settings = CountFitSettings::default();
+            for species in 0..2 {
+                let full = fit_species(&full_model, species, None, None, &settings).unwrap();
+                let reduced = fit_species(&reduced_model, species, None, None, &settings).unwrap();
+                assert!(
+                    full.converged && reduced.converged,
+                    "seed {seed}: {reduced:?}"
+                );
+                assert!(
+                    reduced.iterations <= 2 * full.iterations + 60,
+                    "seed {seed}: {} iterations against {}",
+                    reduced.iterations,
+                    full.iterations
+                );
+                let (a, b) = (&reduced.state.theta[0], &reduced.state.theta[1]);
+                for (x, y) in a.iter().zip(b) {
+                    assert!((x - y).abs() < 1e-5, "seed {seed}: {a:?} against {b:?}");
+                }
+                let spread = full.state.theta[0]
+                    .iter()
+                    .zip(&full.state.theta[1])
+                    .map(|(x, y)| (x - y).abs())
+                    .fold(0.0, f64::max);
+                assert!(spread > 1e-3, "seed {seed}: the full fit's curves coincide");
+                assert!(
+                    reduced.objective >= full.objective - 1e-6,
+                    "seed {seed}: {} < {}",
+                    reduced.objective,
+                    full.objective
+                );
+            }
+        }
+    }
+}

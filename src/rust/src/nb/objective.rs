@@ -1,0 +1,1353 @@
+//! One species' objective under the count likelihood (model vignette
+//! §13.2): J = −Σ ℓ + Σ u²/(2σ²) + P(θ) over the species' curves (θ),
+//! dispersions (ρ = ln φ) and random effects (u), P being the curves' priors
+//! (§11.3), with its gradient and exact Hessian in bordered block-diagonal
+//! form.
+//!
+//! No term couples two species, so every species is a problem of its own.
+//! Within a species, the curves of one context are coupled by the treatment
+//! effects' prior, so they share a diagonal block of the Hessian; curves of
+//! different contexts touch each other only through the random effects of
+//! the animals, which with the dispersions form the Hessian's border.
+
+use super::curve::{curve_len, local_len, Axis, BinDerivatives, WarpedCurve, U_RATE, U_SLOPE};
+use super::family::{row_term, row_value};
+use super::linalg::BorderedMatrix;
+use super::CountModel;
+use crate::numeric::special::ln_gamma;
+
+/// Where a species' free unknowns sit in the optimiser's vector x:
+/// estimable curves first (context-major, then treatment), then the border:
+/// the estimable contexts' ρ, then the free random effects.
+#[derive(Clone, Debug)]
+pub(crate) struct SpeciesLayout {
+    pub species: usize,
+    pub contexts: usize,
+    pub treatments: usize,
+    pub animals: usize,
+    pub bins: usize,
+    /// Degree per context.
+    pub degrees: Vec<usize>,
+    /// Per curve (c·T + t): start of its θ in x, `None` when the curve has
+    /// no observed row (its values cannot be estimated).
+    pub curve_offsets: Vec<Option<usize>>,
+    /// Per context: index of ρ_c in x, `None` without observed rows.
+    pub rho_index: Vec<Option<usize>>,
+    /// Per animal and warp (point, rate, slope): index of u in x, `None`
+    /// when that warp's σ is 0 (the effect is fixed at 0).
+    pub u_index: Vec<[Option<usize>; 3]>,
+    /// Sizes of the Hessian's diagonal blocks: one block per context with
+    /// an estimable curve, holding all its estimable curves (the effect
+    /// prior couples the curves of a context).
+    pub block_sizes: Vec<usize>,
+    /// Per curve (c·T + t): its Hessian block and the start of its θ within
+    /// that block; `None` for a curve that is not estimated.
+    pub curve_blocks: Vec<Option<(usize, usize)>>,
+    pub border: usize,
+    pub len: usize,
+}
+
+impl SpeciesLayout {
+    /// `free_warps[w]`: whether warp w is estimated (its σ > 0).
+    pub fn new(model: &CountModel, species: usize, free_warps: [bool; 3]) -> Self {
+        let shape = model.table().shape();
+        let (contexts, treatments, animals, bins) = (
+            shape.contexts,
+            shape.treatments,
+            shape.ran_levels,
+            shape.bins,
+        );
+        let degrees: Vec<usize> = (0..contexts)
+            .map(|c| model.structure().degree(c, species))
+            .collect();
+        let observed = model.table().observed();
+        let curve_has_rows = |c: usize, t: usize| {
+            (0..animals).any(|r| {
+                let first = model.table().block_key(r, c, t);
+                observed[first..first + bins].iter().any(|&o| o)
+            })
+        };
+        let mut next = 0;
+        let mut curve_offsets = Vec::with_capacity(contexts * treatments);
+        let mut block_sizes = Vec::new();
+        for (c, &degree) in degrees.iter().enumerate() {
+            for t in 0..treatments {
+                if curve_has_rows(c, t) {
+                    curve_offsets.push(Some(next));
+                    block_sizes.push(curve_len(degree));
+                    next += curve_len(degree);
+                } else {
+                    curve_offsets.push(None);
+                }
+            }
+        }
+        let border_start = next;
+        let rho_index: Vec<Option<usize>> = (0..contexts)
+            .map(|c| {
+                (0..treatments)
+                    .any(|t| curve_offsets[c * treatments + t].is_some())
+                    .then(|| {
+                        next += 1;
+                        next - 1
+                    })
+            })
+            .collect();
+        let u_index = (0..animals)
+            .map(|_| {
+                let mut indices = [None; 3];
+                for (w, index) in indices.iter_mut().enumerate() {
+                    if free_warps[w] {
+                        *index = Some(next);
+                        next += 1;
+                    }
+                }
+                indices
+            })
+            .collect();
+        SpeciesLayout {
+            species,
+            contexts,
+            treatments,
+            animals,
+            bins,
+            degrees,
+            curve_offsets,
+            rho_index,
+            u_index,
+            block_sizes,
+            curve_blocks: Vec::new(),
+            border: next - border_start,
+            len: next,
+        }
+        .with_context_blocks()
+    }
+
+    /// Groups the estimable curves' θ into one Hessian block per context
+    /// (the curves of a context are contiguous in x).
+    fn with_context_blocks(mut self) -> Self {
+        self.block_sizes.clear();
+        self.curve_blocks = vec![None; self.curve_offsets.len()];
+        for c in 0..self.contexts {
+            let size = curve_len(self.degrees[c]);
+            let mut block_size = 0;
+            for t in 0..self.treatments {
+                let curve = c * self.treatments + t;
+                if self.curve_offsets[curve].is_some() {
+                    self.curve_blocks[curve] = Some((self.block_sizes.len(), block_size));
+                    block_size += size;
+                }
+            }
+            if block_size > 0 {
+                self.block_sizes.push(block_size);
+            }
+        }
+        self
+    }
+
+    /// The layout with only some unknowns free (the others held at the
+    /// state's values): the curves marked in `curves`, the dispersions when
+    /// `rho`, the random effects of `warps`. For warming up a fit block by
+    /// block before the joint Newton steps.
+    pub fn restricted(
+        model: &CountModel,
+        species: usize,
+        curves: &[bool],
+        rho: bool,
+        warps: [bool; 3],
+    ) -> Self {
+        let mut layout = SpeciesLayout::new(model, species, warps);
+        let mut next = 0;
+        for (index, offset) in layout.curve_offsets.iter_mut().enumerate() {
+            if offset.is_some() && curves[index] {
+                *offset = Some(next);
+                next += curve_len(layout.degrees[index / layout.treatments]);
+            } else {
+                *offset = None;
+            }
+        }
+        let border_start = next;
+        for index in layout.rho_index.iter_mut() {
+            *index = (index.is_some() && rho).then(|| {
+                next += 1;
+                next - 1
+            });
+        }
+        for indices in layout.u_index.iter_mut() {
+            for index in indices.iter_mut() {
+                *index = index.map(|_| {
+                    next += 1;
+                    next - 1
+                });
+            }
+        }
+        layout.border = next - border_start;
+        layout.len = next;
+        layout.with_context_blocks()
+    }
+
+    /// The layout with the dispersions held at the state's values: the
+    /// random effects' indices move down over the removed ρ.
+    fn without_dispersion(mut self) -> Self {
+        let removed = self.rho_index.iter().flatten().count();
+        self.rho_index.iter_mut().for_each(|index| *index = None);
+        for indices in &mut self.u_index {
+            for index in indices.iter_mut().flatten() {
+                *index -= removed;
+            }
+        }
+        self.border -= removed;
+        self.len -= removed;
+        self
+    }
+
+    pub fn border_start(&self) -> usize {
+        self.len - self.border
+    }
+}
+
+/// Every value of a species' fit, estimable or not.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SpeciesState {
+    /// θ per curve (c·T + t).
+    pub theta: Vec<Vec<f64>>,
+    /// ρ = ln φ per context.
+    pub rho: Vec<f64>,
+    /// u per animal.
+    pub u: Vec<[f64; 3]>,
+}
+
+impl SpeciesState {
+    /// The free unknowns, in the layout's order.
+    pub fn to_vector(&self, layout: &SpeciesLayout) -> Vec<f64> {
+        let mut x = vec![0.0; layout.len];
+        for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+            if let Some(offset) = offset {
+                let theta = &self.theta[curve];
+                x[*offset..*offset + theta.len()].copy_from_slice(theta);
+            }
+        }
+        for (c, index) in layout.rho_index.iter().enumerate() {
+            if let Some(i) = index {
+                x[*i] = self.rho[c];
+            }
+        }
+        for (r, indices) in layout.u_index.iter().enumerate() {
+            for w in 0..3 {
+                if let Some(i) = indices[w] {
+                    x[i] = self.u[r][w];
+                }
+            }
+        }
+        x
+    }
+
+    /// Copies the free unknowns back; fixed values are left as they are.
+    pub fn set_vector(&mut self, layout: &SpeciesLayout, x: &[f64]) {
+        for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+            if let Some(offset) = offset {
+                let n = self.theta[curve].len();
+                self.theta[curve].copy_from_slice(&x[*offset..*offset + n]);
+            }
+        }
+        for (c, index) in layout.rho_index.iter().enumerate() {
+            if let Some(i) = index {
+                self.rho[c] = x[*i];
+            }
+        }
+        for (r, indices) in layout.u_index.iter().enumerate() {
+            for w in 0..3 {
+                if let Some(i) = indices[w] {
+                    self.u[r][w] = x[i];
+                }
+            }
+        }
+    }
+}
+
+/// The data of one species, with ln Γ(y + 1) cached per row.
+pub(crate) struct SpeciesProblem<'m> {
+    model: &'m CountModel,
+    pub layout: SpeciesLayout,
+    axis: Axis,
+    ln_gamma_count: Vec<f64>,
+    /// Per (animal, context, treatment) block: whether it has an observed row.
+    active_blocks: Vec<bool>,
+    /// Standard deviation of the slopes' normal prior on the logit scale
+    /// (`None`: no prior).
+    slope_prior_sd: Option<f64>,
+    /// Standard deviation of the normal prior on each curve's steps
+    /// R_{k+1} - R_k (`None`: no prior).
+    step_prior_sd: Option<f64>,
+    /// The treatment effects' prior: its standard deviation and the T × T
+    /// matrix A = Σ_{j ≥ 1} w_j w_jᵀ (w_j row j of W⁻¹), so that the sum of
+    /// squared effects of one unknown across the treatments' curves, v, is
+    /// vᵀ A v (`None`: no prior).
+    effect_prior: Option<(f64, Vec<f64>)>,
+    /// The model's held effects as the T × T matrix Σ_{j held} w_j w_jᵀ,
+    /// penalised with [`HELD_PRECISION`] (`None`: nothing held, or a
+    /// warm-up problem, whose start is projected afterwards instead).
+    held: Option<Vec<f64>>,
+}
+
+/// Precision of the quadratic penalty that holds a reduced model's effects
+/// at 0 (model vignette §15.4): at the optimum a held effect is the
+/// likelihood's slope in it divided by this, of order 1e-6 for the count data
+/// this package sees, while the Hessian stays well within what a Cholesky
+/// factorisation in double precision resolves.
+pub(crate) const HELD_PRECISION: f64 = 1e8;
+
+/// Adds `scale` × row `a` of the T × T matrix `matrix` to the Hessian
+/// entries that couple unknown `i` of treatment a's curve in context `c`
+/// with unknown `i` of every estimated curve of that context (the effect
+/// prior's and the held penalty's curvature).
+fn add_across_treatments(
+    layout: &SpeciesLayout,
+    hessian: &mut BorderedMatrix,
+    c: usize,
+    a: usize,
+    i: usize,
+    scale: f64,
+    matrix: &[f64],
+) {
+    let treatments = layout.treatments;
+    let (block, start_a) = curve_block(layout, c * treatments + a);
+    let size = layout.block_sizes[block];
+    for b in 0..treatments {
+        if layout.curve_offsets[c * treatments + b].is_none() {
+            continue;
+        }
+        let (_, start_b) = curve_block(layout, c * treatments + b);
+        hessian.blocks[block][(start_a + i) * size + start_b + i] +=
+            scale * matrix[a * treatments + b];
+    }
+}
+
+/// Σ_{j in held} w_j w_jᵀ, w_j row j of W⁻¹ (row-major, T × T).
+fn effect_gram(inverse_weights: &[f64], treatments: usize, effects: &[usize]) -> Vec<f64> {
+    let mut gram = vec![0.0; treatments * treatments];
+    for &j in effects {
+        let row = &inverse_weights[j * treatments..(j + 1) * treatments];
+        for a in 0..treatments {
+            for b in 0..treatments {
+                gram[a * treatments + b] += row[a] * row[b];
+            }
+        }
+    }
+    gram
+}
+
+/// The weak priors of a count fit (model vignette §11.3); an SD of 0
+/// leaves that prior out.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Priors {
+    /// Each transition slope on its logit scale, centred at 1 per bin.
+    pub slope_sd: f64,
+    /// Each step R_{k+1} - R_k of a curve's block rates, centred at 0.
+    pub step_sd: f64,
+    /// Each treatment effect (β of a non-reference treatment) of every
+    /// curve unknown on its unconstrained scale θ, centred at 0.
+    pub effect_sd: f64,
+}
+
+/// Centre of the slopes' prior: a slope of 1 per bin, logit(1/S_MAX).
+pub(crate) fn slope_prior_centre() -> f64 {
+    (1.0 / (super::curve::SLOPE_MAX - 1.0)).ln()
+}
+
+/// Scratch space of one evaluation, sized for the largest degree.
+struct Workspace {
+    curves: Vec<WarpedCurve>,
+    bins: Vec<BinDerivatives>,
+    value_gradient: Vec<f64>,
+    value_hessian: Vec<f64>,
+    value_rho: Vec<f64>,
+    local_gradient: Vec<f64>,
+    local_hessian: Vec<f64>,
+    local_rho: Vec<f64>,
+}
+
+impl Workspace {
+    fn new(max_degree: usize) -> Self {
+        let m = curve_len(max_degree);
+        let n = local_len(max_degree);
+        Workspace {
+            curves: (0..=max_degree).map(WarpedCurve::new).collect(),
+            bins: (0..=max_degree).map(BinDerivatives::new).collect(),
+            value_gradient: vec![0.0; m],
+            value_hessian: vec![0.0; m * m],
+            value_rho: vec![0.0; m],
+            local_gradient: vec![0.0; n],
+            local_hessian: vec![0.0; n * n],
+            local_rho: vec![0.0; n],
+        }
+    }
+}
+
+/// σ per warp (point, rate, slope); 0 fixes that warp's u at 0.
+pub(crate) type Sigma = [f64; 3];
+
+impl<'m> SpeciesProblem<'m> {
+    pub fn new(model: &'m CountModel, species: usize, free_warps: [bool; 3]) -> Self {
+        let layout = SpeciesLayout::new(model, species, free_warps);
+        let table = model.table();
+        let ln_gamma_count = table
+            .counts(species)
+            .iter()
+            .map(|&y| ln_gamma(y + 1.0))
+            .collect();
+        let (animals, contexts, treatments, bins) = (
+            layout.animals,
+            layout.contexts,
+            layout.treatments,
+            layout.bins,
+        );
+        let observed = table.observed();
+        let mut active_blocks = Vec::with_capacity(animals * contexts * treatments);
+        for r in 0..animals {
+            for c in 0..contexts {
+                for t in 0..treatments {
+                    let first = table.block_key(r, c, t);
+                    active_blocks.push(observed[first..first + bins].iter().any(|&o| o));
+                }
+            }
+        }
+        SpeciesProblem {
+            model,
+            layout,
+            axis: model.axis(),
+            ln_gamma_count,
+            active_blocks,
+            slope_prior_sd: None,
+            step_prior_sd: None,
+            effect_prior: None,
+            held: None,
+        }
+        .with_held_effects()
+    }
+
+    /// Adds the penalty that holds the model's held effects at 0.
+    fn with_held_effects(mut self) -> Self {
+        let held = self.model.held_effects();
+        let treatments = self.layout.treatments;
+        if held.is_empty() || treatments < 2 {
+            return self;
+        }
+        // W was checked to be invertible when the model was built.
+        if let Ok(inverse) = super::fit::inverse_weights(self.model) {
+            self.held = Some(effect_gram(&inverse, treatments, held));
+        }
+        self
+    }
+
+    /// The problem with only some unknowns free (see
+    /// [`SpeciesLayout::restricted`]). With neither dispersions nor random
+    /// effects free, only the free curves' rows are evaluated (the objective
+    /// then differs from the species' by a constant).
+    pub fn restricted(
+        model: &'m CountModel,
+        species: usize,
+        curves: &[bool],
+        rho: bool,
+        warps: [bool; 3],
+    ) -> Self {
+        let mut problem = SpeciesProblem::new(model, species, warps);
+        problem.layout = SpeciesLayout::restricted(model, species, curves, rho, warps);
+        // A warm-up moves one curve at a time: held at its neighbours' values
+        // it could not move at all. The fit projects its result instead.
+        problem.held = None;
+        if !rho && warps == [false; 3] {
+            let (contexts, treatments) = (problem.layout.contexts, problem.layout.treatments);
+            let mut block = 0;
+            for _ in 0..problem.layout.animals {
+                for c in 0..contexts {
+                    for t in 0..treatments {
+                        if !curves[c * treatments + t] {
+                            problem.active_blocks[block] = false;
+                        }
+                        block += 1;
+                    }
+                }
+            }
+        }
+        problem
+    }
+
+    /// With `fixed`, the dispersions are held at the state's values
+    /// instead of estimated.
+    pub fn without_dispersion(mut self, fixed: bool) -> Self {
+        if fixed {
+            self.layout = self.layout.without_dispersion();
+        }
+        self
+    }
+
+    /// The problem as a fit with `settings` solves it: their priors, and
+    /// the dispersions held when they are fixed.
+    pub fn with_settings(self, settings: &super::fit::CountFitSettings) -> Self {
+        self.with_priors(settings.priors())
+            .without_dispersion(settings.fixed_dispersion.is_some())
+    }
+
+    /// Adds the curves' weak priors (model vignette §11.3).
+    ///
+    /// The slope prior keeps weakly identified slopes (a small rate change,
+    /// few counts) from running to S_MAX. The step prior pins a ridge: two
+    /// transitions pulled together with shallow slopes let the block between
+    /// them run off to any height at almost the same likelihood (the curve
+    /// shows only a bump). The effect prior shrinks a treatment's curve
+    /// towards the others where the counts do not tell them apart (e.g. the
+    /// point of a transition whose step is tiny), instead of leaving it
+    /// anywhere on a flat ridge. All three are negligible where the counts
+    /// inform the unknown.
+    pub fn with_priors(mut self, priors: Priors) -> Self {
+        let used = |sd: f64| (sd.is_finite() && sd > 0.0).then_some(sd);
+        self.slope_prior_sd = used(priors.slope_sd);
+        self.step_prior_sd = used(priors.step_sd);
+        self.effect_prior = used(priors.effect_sd).and_then(|sd| {
+            let treatments = self.layout.treatments;
+            if treatments < 2 {
+                return None;
+            }
+            // W was checked to be invertible when the model was built.
+            let inverse = super::fit::inverse_weights(self.model).ok()?;
+            let effects: Vec<usize> = (1..treatments).collect();
+            Some((sd, effect_gram(&inverse, treatments, &effects)))
+        });
+        self
+    }
+
+    /// The priors' contribution to J at `state` (0 without priors).
+    pub fn prior_penalty(&self, state: &SpeciesState) -> f64 {
+        self.curve_priors(state, None) + self.held_penalty(state, None)
+    }
+
+    /// Per free coordinate, the held-effects penalty's share of the
+    /// Hessian's diagonal (0 without held effects). The solver's damping
+    /// scales with the diagonal without it: the penalty's stiffness lies
+    /// across the constraint, and scaling by it would freeze the moves along
+    /// the constraint too.
+    pub fn held_diagonal(&self) -> Vec<f64> {
+        let layout = &self.layout;
+        let mut diagonal = vec![0.0; layout.len];
+        let Some(gram) = &self.held else {
+            return diagonal;
+        };
+        let treatments = layout.treatments;
+        for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+            let Some(offset) = *offset else { continue };
+            let t = curve % treatments;
+            for i in 0..curve_len(layout.degrees[curve / treatments]) {
+                diagonal[offset + i] = HELD_PRECISION * gram[t * treatments + t];
+            }
+        }
+        diagonal
+    }
+
+    /// The penalty holding the held effects at 0: ½ p Σ_unknowns vᵀ A v over
+    /// the treatments' curves (A from [`effect_gram`], p
+    /// [`HELD_PRECISION`]), with its gradient and Hessian when asked.
+    fn held_penalty(
+        &self,
+        state: &SpeciesState,
+        mut derivatives: Option<(&mut [f64], &mut BorderedMatrix)>,
+    ) -> f64 {
+        let Some(gram) = &self.held else {
+            return 0.0;
+        };
+        let layout = &self.layout;
+        let treatments = layout.treatments;
+        let mut total = 0.0;
+        let mut values = vec![0.0; treatments];
+        for c in 0..layout.contexts {
+            let curves = c * treatments..(c + 1) * treatments;
+            if layout.curve_offsets[curves].iter().all(|o| o.is_none()) {
+                continue;
+            }
+            for i in 0..curve_len(layout.degrees[c]) {
+                for (t, value) in values.iter_mut().enumerate() {
+                    *value = state.theta[c * treatments + t][i];
+                }
+                for a in 0..treatments {
+                    let pulled: f64 = (0..treatments)
+                        .map(|b| gram[a * treatments + b] * values[b])
+                        .sum();
+                    total += 0.5 * HELD_PRECISION * values[a] * pulled;
+                    let (Some((gradient, hessian)), Some(offset)) = (
+                        derivatives.as_mut(),
+                        layout.curve_offsets[c * treatments + a],
+                    ) else {
+                        continue;
+                    };
+                    gradient[offset + i] += HELD_PRECISION * pulled;
+                    add_across_treatments(layout, hessian, c, a, i, HELD_PRECISION, gram);
+                }
+            }
+        }
+        total
+    }
+
+    /// The curves' priors (slopes, steps, effects), adding their gradient
+    /// and Hessian when asked.
+    ///
+    /// The priors see each curve as the animals' average warp makes it: the
+    /// rate priors the rates times e^ū (ū the mean of the animals' rate
+    /// warps), the slope prior the slopes' logits plus the mean slope warp.
+    /// The likelihood cannot tell a population curve from the same curve
+    /// rescaled with every animal's warp shifted back; a prior on the
+    /// population curve alone would choose the rescaling that shrinks its
+    /// steps, and the animals' warps and their standard deviation would
+    /// run off to absorb it (model vignette §11.3). Seen this way the priors
+    /// are unchanged by that move, the random effects' prior alone places
+    /// the population curve (at ū = 0), and the value at the optimum is the
+    /// plain prior's.
+    fn curve_priors(
+        &self,
+        state: &SpeciesState,
+        mut derivatives: Option<(&mut [f64], &mut BorderedMatrix)>,
+    ) -> f64 {
+        let layout = &self.layout;
+        let animals = layout.animals;
+        let mean_warp = |w: usize| {
+            if animals == 0 {
+                0.0
+            } else {
+                state.u.iter().map(|u| u[w]).sum::<f64>() / animals as f64
+            }
+        };
+        let rate_scale = (2.0 * mean_warp(U_RATE)).exp();
+        let slope_shift = mean_warp(U_SLOPE);
+        let border_start = layout.border_start();
+        let border = layout.border;
+        // The rate priors' value and gradient before scaling: the random
+        // effects' derivatives are built from them.
+        let mut rate_value = 0.0;
+        let mut rate_gradient = derivatives.as_ref().map(|_| vec![0.0; layout.len]);
+        let mut total = 0.0;
+        // Σ over slopes of the slope prior's derivative and curvature in ū.
+        let (mut slope_first, mut slope_second) = (0.0, 0.0);
+
+        if let Some(sd) = self.slope_prior_sd {
+            let centre = slope_prior_centre();
+            let precision = 1.0 / (sd * sd);
+            for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+                let Some(offset) = *offset else { continue };
+                let degree = layout.degrees[curve / layout.treatments];
+                for k in 0..degree {
+                    let i = degree + 1 + k;
+                    let deviation = state.theta[curve][i] + slope_shift - centre;
+                    total += 0.5 * precision * deviation * deviation;
+                    slope_first += precision * deviation;
+                    slope_second += precision;
+                    if let Some((gradient, hessian)) = derivatives.as_mut() {
+                        gradient[offset + i] += precision * deviation;
+                        let (block, start) = curve_block(layout, curve);
+                        let size = layout.block_sizes[block];
+                        hessian.blocks[block][(start + i) * size + start + i] += precision;
+                        for u in &layout.u_index {
+                            if let Some(ub) = u[U_SLOPE] {
+                                hessian.couplings[block]
+                                    [(start + i) * border + ub - border_start] +=
+                                    precision / animals as f64;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(sd) = self.step_prior_sd {
+            let precision = 1.0 / (sd * sd);
+            for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+                let Some(offset) = *offset else { continue };
+                let degree = layout.degrees[curve / layout.treatments];
+                for k in 0..degree {
+                    let step = state.theta[curve][k + 1] - state.theta[curve][k];
+                    rate_value += 0.5 * precision * step * step;
+                    if let (Some((_, hessian)), Some(raw)) =
+                        (derivatives.as_mut(), rate_gradient.as_mut())
+                    {
+                        raw[offset + k + 1] += precision * step;
+                        raw[offset + k] -= precision * step;
+                        let (block, start) = curve_block(layout, curve);
+                        let size = layout.block_sizes[block];
+                        let (a, b) = (start + k, start + k + 1);
+                        let curvature = rate_scale * precision;
+                        let matrix = &mut hessian.blocks[block];
+                        matrix[b * size + b] += curvature;
+                        matrix[a * size + a] += curvature;
+                        matrix[a * size + b] -= curvature;
+                        matrix[b * size + a] -= curvature;
+                    }
+                }
+            }
+        }
+        let (effect_rates, effect_others) = self.effect_penalty(
+            state,
+            rate_scale,
+            derivatives.as_mut().map(|(g, h)| (&mut **g, &mut **h)),
+            rate_gradient.as_deref_mut(),
+        );
+        rate_value += effect_rates;
+        total += effect_others + rate_scale * rate_value;
+
+        let Some((gradient, hessian)) = derivatives.as_mut() else {
+            return total;
+        };
+        let n = animals as f64;
+        let rate_border: Vec<usize> = layout
+            .u_index
+            .iter()
+            .filter_map(|u| u[U_RATE].map(|i| i - border_start))
+            .collect();
+        let slope_border: Vec<usize> = layout
+            .u_index
+            .iter()
+            .filter_map(|u| u[U_SLOPE].map(|i| i - border_start))
+            .collect();
+        if let Some(raw) = &rate_gradient {
+            for (curve, offset) in layout.curve_offsets.iter().enumerate() {
+                let Some(offset) = *offset else { continue };
+                let degree = layout.degrees[curve / layout.treatments];
+                let (block, start) = curve_block(layout, curve);
+                for i in 0..=degree {
+                    let g = raw[offset + i];
+                    gradient[offset + i] += rate_scale * g;
+                    for &ub in &rate_border {
+                        hessian.couplings[block][(start + i) * border + ub] +=
+                            2.0 * rate_scale * g / n;
+                    }
+                }
+            }
+        }
+        for &ub in &rate_border {
+            gradient[border_start + ub] += 2.0 * rate_scale * rate_value / n;
+            for &ub2 in &rate_border {
+                hessian.border_block[ub * border + ub2] += 4.0 * rate_scale * rate_value / (n * n);
+            }
+        }
+        for &ub in &slope_border {
+            gradient[border_start + ub] += slope_first / n;
+            for &ub2 in &slope_border {
+                hessian.border_block[ub * border + ub2] += slope_second / (n * n);
+            }
+        }
+        total
+    }
+
+    /// The effect prior's terms of J, split into the rate coordinates'
+    /// (before scaling by `rate_scale`; their gradient goes, unscaled, to
+    /// `rate_gradient`) and the others' (gradient into `derivatives`); the
+    /// Hessian of both goes into `derivatives`, the rates' scaled.
+    fn effect_penalty(
+        &self,
+        state: &SpeciesState,
+        rate_scale: f64,
+        mut derivatives: Option<(&mut [f64], &mut BorderedMatrix)>,
+        mut rate_gradient: Option<&mut [f64]>,
+    ) -> (f64, f64) {
+        let Some((sd, effects)) = &self.effect_prior else {
+            return (0.0, 0.0);
+        };
+        let precision = 1.0 / (sd * sd);
+        let layout = &self.layout;
+        let treatments = layout.treatments;
+        let (mut rates, mut others) = (0.0, 0.0);
+        let mut values = vec![0.0; treatments];
+        let mut pulled = vec![0.0; treatments];
+        for c in 0..layout.contexts {
+            let curves = c * treatments..(c + 1) * treatments;
+            if layout.curve_offsets[curves.clone()]
+                .iter()
+                .all(|o| o.is_none())
+            {
+                continue;
+            }
+            let degree = layout.degrees[c];
+            for i in 0..curve_len(degree) {
+                let is_rate = i <= degree;
+                for t in 0..treatments {
+                    values[t] = state.theta[c * treatments + t][i];
+                }
+                for a in 0..treatments {
+                    pulled[a] = (0..treatments)
+                        .map(|b| effects[a * treatments + b] * values[b])
+                        .sum();
+                }
+                let term =
+                    0.5 * precision * values.iter().zip(&pulled).map(|(v, p)| v * p).sum::<f64>();
+                if is_rate {
+                    rates += term;
+                } else {
+                    others += term;
+                }
+                let Some((gradient, hessian)) = derivatives.as_mut() else {
+                    continue;
+                };
+                let curvature = if is_rate {
+                    rate_scale * precision
+                } else {
+                    precision
+                };
+                for a in 0..treatments {
+                    let Some(offset) = layout.curve_offsets[c * treatments + a] else {
+                        continue;
+                    };
+                    if is_rate {
+                        if let Some(raw) = rate_gradient.as_mut() {
+                            raw[offset + i] += precision * pulled[a];
+                        }
+                    } else {
+                        gradient[offset + i] += precision * pulled[a];
+                    }
+                    add_across_treatments(layout, hessian, c, a, i, curvature, effects);
+                }
+            }
+        }
+        (rates, others)
+    }
+
+    pub fn model(&self) -> &'m CountModel {
+        self.model
+    }
+
+    pub fn axis(&self) -> Axis {
+        self.axis
+    }
+
+    /// A Hessian of this species' shape, to be filled by [`Self::evaluate`].
+    pub fn hessian_shape(&self) -> BorderedMatrix {
+        BorderedMatrix::new(self.layout.block_sizes.clone(), self.layout.border)
+    }
+
+    /// J at `state`; +∞ when some term is not finite.
+    pub fn value(&self, state: &SpeciesState, sigma: Sigma) -> f64 {
+        self.pass(state, sigma, None)
+    }
+
+    /// J, its gradient (in x's layout) and its Hessian.
+    pub fn evaluate(
+        &self,
+        state: &SpeciesState,
+        sigma: Sigma,
+        gradient: &mut [f64],
+        hessian: &mut BorderedMatrix,
+    ) -> f64 {
+        self.pass(state, sigma, Some((gradient, hessian)))
+    }
+
+    /// −Σ ℓ alone (no random-effect penalty) at `state`.
+    #[cfg(test)]
+    pub fn negative_log_likelihood(&self, state: &SpeciesState) -> f64 {
+        self.pass(state, [0.0; 3], None)
+    }
+
+    fn pass(
+        &self,
+        state: &SpeciesState,
+        sigma: Sigma,
+        mut derivatives: Option<(&mut [f64], &mut BorderedMatrix)>,
+    ) -> f64 {
+        let layout = &self.layout;
+        let table = self.model.table();
+        let (counts, exposures) = (
+            table.counts(layout.species),
+            table.exposures(layout.species),
+        );
+        let observed = table.observed();
+        let max_degree = layout.degrees.iter().copied().max().unwrap_or(0);
+        let mut work = Workspace::new(max_degree);
+        if let Some((gradient, hessian)) = derivatives.as_mut() {
+            gradient.fill(0.0);
+            hessian.clear();
+        }
+        let border_start = layout.border_start();
+        let mut total = 0.0;
+        let mut block = 0;
+        for r in 0..layout.animals {
+            let u = state.u[r];
+            for c in 0..layout.contexts {
+                let degree = layout.degrees[c];
+                let (m, n) = (curve_len(degree), local_len(degree));
+                let rho = state.rho[c];
+                for t in 0..layout.treatments {
+                    let active = self.active_blocks[block];
+                    block += 1;
+                    let curve_index = c * layout.treatments + t;
+                    if !active {
+                        continue;
+                    }
+                    let curve = &mut work.curves[degree];
+                    curve.set(&state.theta[curve_index], u, self.axis);
+                    let bin = &mut work.bins[degree];
+                    let first_key = table.block_key(r, c, t);
+                    let want = derivatives.is_some();
+                    if want {
+                        work.value_gradient[..m].fill(0.0);
+                        work.value_hessian[..m * m].fill(0.0);
+                        work.value_rho[..m].fill(0.0);
+                    }
+                    let (mut rho_gradient, mut rho_hessian) = (0.0, 0.0);
+                    for b in 0..layout.bins {
+                        let key = first_key + b;
+                        if !observed[key] {
+                            continue;
+                        }
+                        let psi = bin.evaluate(curve.values(), (b + 1) as f64);
+                        let (y, exposure, lg) =
+                            (counts[key], exposures[key], self.ln_gamma_count[key]);
+                        if !want {
+                            total -= row_value(y, exposure, psi, rho, lg);
+                            continue;
+                        }
+                        let term = row_term(y, exposure, psi, rho, lg);
+                        total -= term.value;
+                        rho_gradient -= term.d_rho;
+                        rho_hessian -= term.d_rho_rho;
+                        let g = &bin.gradient;
+                        for i in 0..m {
+                            work.value_gradient[i] -= term.d_psi * g[i];
+                            work.value_rho[i] -= term.d_psi_rho * g[i];
+                            let row = &mut work.value_hessian[i * m..(i + 1) * m];
+                            let scaled = -term.d_psi_psi * g[i];
+                            for (h, &gj) in row.iter_mut().zip(g.iter()) {
+                                *h += scaled * gj;
+                            }
+                        }
+                        bin.add_hessian(
+                            curve.values(),
+                            -term.d_psi,
+                            &mut work.value_hessian[..m * m],
+                        );
+                    }
+                    let Some((gradient, hessian)) = derivatives.as_mut() else {
+                        continue;
+                    };
+                    let local_gradient = &mut work.local_gradient[..n];
+                    let local_hessian = &mut work.local_hessian[..n * n];
+                    let local_rho = &mut work.local_rho[..n];
+                    local_gradient.fill(0.0);
+                    local_hessian.fill(0.0);
+                    local_rho.fill(0.0);
+                    curve.add_local_gradient(&work.value_gradient[..m], local_gradient);
+                    curve.add_local_hessian(
+                        &work.value_gradient[..m],
+                        &work.value_hessian[..m * m],
+                        local_hessian,
+                    );
+                    curve.add_local_gradient(&work.value_rho[..m], local_rho);
+                    self.scatter(
+                        c,
+                        curve_index,
+                        r,
+                        (m, n),
+                        (local_gradient, local_hessian, local_rho),
+                        (rho_gradient, rho_hessian),
+                        gradient,
+                        hessian,
+                        border_start,
+                    );
+                }
+            }
+        }
+        total += self.curve_priors(
+            state,
+            derivatives.as_mut().map(|(g, h)| (&mut **g, &mut **h)),
+        );
+        total += self.held_penalty(
+            state,
+            derivatives.as_mut().map(|(g, h)| (&mut **g, &mut **h)),
+        );
+        // The random effects' normal prior.
+        for r in 0..layout.animals {
+            for w in 0..3 {
+                if sigma[w] > 0.0 {
+                    let precision = 1.0 / (sigma[w] * sigma[w]);
+                    let u = state.u[r][w];
+                    total += 0.5 * precision * u * u;
+                    if let (Some((gradient, hessian)), Some(i)) =
+                        (derivatives.as_mut(), layout.u_index[r][w])
+                    {
+                        gradient[i] += precision * u;
+                        let b = i - border_start;
+                        let m = layout.border;
+                        hessian.border_block[b * m + b] += precision;
+                    }
+                }
+            }
+        }
+        if total.is_finite() {
+            total
+        } else {
+            f64::INFINITY
+        }
+    }
+
+    /// Adds one (animal, curve) block's local derivatives into the species'
+    /// gradient and bordered Hessian.
+    #[allow(clippy::too_many_arguments)]
+    fn scatter(
+        &self,
+        context: usize,
+        curve_index: usize,
+        animal: usize,
+        (m, n): (usize, usize),
+        (local_gradient, local_hessian, local_rho): (&[f64], &[f64], &[f64]),
+        (rho_gradient, rho_hessian): (f64, f64),
+        gradient: &mut [f64],
+        hessian: &mut BorderedMatrix,
+        border_start: usize,
+    ) {
+        let layout = &self.layout;
+        let border = layout.border;
+        // Border positions of this block's local u and ρ.
+        let u_border: [Option<usize>; 3] =
+            layout.u_index[animal].map(|i| i.map(|i| i - border_start));
+        let rho_border = layout.rho_index[context].map(|i| i - border_start);
+        // A curve held fixed (a restricted problem) still informs the border.
+        let curve = layout.curve_offsets[curve_index]
+            .map(|offset| (offset, curve_block(layout, curve_index)));
+        for i in 0..m {
+            let Some((offset, (block, start))) = curve else {
+                break;
+            };
+            gradient[offset + i] += local_gradient[i];
+            let size = layout.block_sizes[block];
+            let a = &mut hessian.blocks[block];
+            for j in 0..m {
+                a[(start + i) * size + start + j] += local_hessian[i * n + j];
+            }
+            let coupling = &mut hessian.couplings[block];
+            let row = start + i;
+            for (w, ub) in u_border.iter().enumerate() {
+                if let Some(ub) = ub {
+                    coupling[row * border + ub] += local_hessian[i * n + m + w];
+                }
+            }
+            if let Some(rb) = rho_border {
+                coupling[row * border + rb] += local_rho[i];
+            }
+        }
+        for (w, ub) in u_border.iter().enumerate() {
+            let Some(ub) = *ub else { continue };
+            gradient[border_start + ub] += local_gradient[m + w];
+            for (w2, ub2) in u_border.iter().enumerate() {
+                if let Some(ub2) = ub2 {
+                    hessian.border_block[ub * border + ub2] += local_hessian[(m + w) * n + m + w2];
+                }
+            }
+            if let Some(rb) = rho_border {
+                hessian.border_block[ub * border + rb] += local_rho[m + w];
+                hessian.border_block[rb * border + ub] += local_rho[m + w];
+            }
+        }
+        if let Some(rb) = rho_border {
+            gradient[border_start + rb] += rho_gradient;
+            hessian.border_block[rb * border + rb] += rho_hessian;
+        }
+    }
+}
+
+/// The Hessian block of an estimable curve and where its θ starts in it.
+fn curve_block(layout: &SpeciesLayout, curve_index: usize) -> (usize, usize) {
+    layout.curve_blocks[curve_index].expect("an estimable curve has a Hessian block")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests_support::small_model;
+    use super::*;
+
+    /// A state with every curve at a plausible θ and non-zero random effects.
+    fn state_for(problem: &SpeciesProblem) -> SpeciesState {
+        let layout = &problem.layout;
+        let theta = (0..layout.contexts * layout.treatments)
+            .map(|curve| {
+                let degree = layout.degrees[curve / layout.treatments];
+                let mut theta: Vec<f64> = (0..=degree).map(|k| 1.5 + 0.4 * k as f64).collect();
+                theta.extend((0..degree).map(|k| -1.2 + 0.1 * (k + curve) as f64));
+                theta.extend((0..degree).map(|k| -0.7 + 0.3 * k as f64));
+                theta
+            })
+            .collect();
+        SpeciesState {
+            theta,
+            rho: (0..layout.contexts)
+                .map(|c| -1.5 + 0.2 * c as f64)
+                .collect(),
+            u: (0..layout.animals)
+                .map(|r| {
+                    [
+                        0.1 * r as f64 - 0.1,
+                        0.05 - 0.04 * r as f64,
+                        0.2 - 0.1 * r as f64,
+                    ]
+                })
+                .collect(),
+        }
+    }
+
+    fn none() -> Priors {
+        Priors {
+            slope_sd: 0.0,
+            step_sd: 0.0,
+            effect_sd: 0.0,
+        }
+    }
+
+    fn some() -> Priors {
+        Priors {
+            slope_sd: 2.0,
+            step_sd: 1.5,
+            effect_sd: 0.7,
+        }
+    }
+
+    /// Solves W β = v by Gauss-Jordan elimination with partial pivoting.
+    fn solve_by_hand(weights: &[f64], values: &[f64]) -> Vec<f64> {
+        let n = values.len();
+        let mut a: Vec<Vec<f64>> = (0..n)
+            .map(|i| {
+                let mut row = weights[i * n..(i + 1) * n].to_vec();
+                row.push(values[i]);
+                row
+            })
+            .collect();
+        for col in 0..n {
+            let pivot = (col..n)
+                .max_by(|&x, &y| a[x][col].abs().total_cmp(&a[y][col].abs()))
+                .unwrap();
+            a.swap(col, pivot);
+            for row in 0..n {
+                if row != col {
+                    let factor = a[row][col] / a[col][col];
+                    for k in col..=n {
+                        a[row][k] -= factor * a[col][k];
+                    }
+                }
+            }
+        }
+        (0..n).map(|i| a[i][n] / a[i][i]).collect()
+    }
+
+    #[test]
+    fn gradient_and_hessian_match_finite_differences() {
+        let model = small_model(7);
+        for (species, priors) in
+            (0..model.table().shape().species).flat_map(|s| [(s, none()), (s, some())])
+        {
+            let problem =
+                SpeciesProblem::new(&model, species, [true, true, true]).with_priors(priors);
+            let sigma = [0.3, 0.2, 0.4];
+            let state = state_for(&problem);
+            let x = state.to_vector(&problem.layout);
+            let n = x.len();
+            let mut gradient = vec![0.0; n];
+            let mut hessian = problem.hessian_shape();
+            problem.evaluate(&state, sigma, &mut gradient, &mut hessian);
+            let value_at = |x: &[f64]| {
+                let mut s = state.clone();
+                s.set_vector(&problem.layout, x);
+                problem.value(&s, sigma)
+            };
+            let gradient_at = |x: &[f64]| {
+                let mut s = state.clone();
+                s.set_vector(&problem.layout, x);
+                let mut g = vec![0.0; n];
+                let mut h = problem.hessian_shape();
+                problem.evaluate(&s, sigma, &mut g, &mut h);
+                g
+            };
+            let h = 1e-6;
+            let unit = |i: usize| {
+                let mut e = vec![0.0; n];
+                e[i] = 1.0;
+                e
+            };
+            for i in 0..n {
+                let (mut up, mut down) = (x.clone(), x.clone());
+                up[i] += h;
+                down[i] -= h;
+                let numeric = (value_at(&up) - value_at(&down)) / (2.0 * h);
+                assert!(
+                    (gradient[i] - numeric).abs() <= 1e-5 * numeric.abs().max(1.0),
+                    "species {species}, priors {priors:?}, gradient {i}: {} vs {numeric}",
+                    gradient[i]
+                );
+                let column = hessian.multiply(&unit(i));
+                let (g_up, g_down) = (gradient_at(&up), gradient_at(&down));
+                for j in 0..n {
+                    let numeric = (g_up[j] - g_down[j]) / (2.0 * h);
+                    assert!(
+                        (column[j] - numeric).abs() <= 1e-4 * numeric.abs().max(1.0),
+                        "species {species}, priors {priors:?}, hessian ({j}, {i}): {} vs {numeric}",
+                        column[j]
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_priors_add_their_hand_computed_penalty() {
+        let model = small_model(5);
+        let plain = SpeciesProblem::new(&model, 0, [true, true, true]);
+        let priors = some();
+        let (slope_sd, step_sd, effect_sd) = (priors.slope_sd, priors.step_sd, priors.effect_sd);
+        let with = SpeciesProblem::new(&model, 0, [true, true, true]).with_priors(priors);
+        let state = state_for(&plain);
+        let sigma = [0.3, 0.2, 0.4];
+        let mut expected = 0.0;
+        let centre = (1.0f64 / 7.0).ln();
+        // The priors see the curves at the animals' mean warps: rates times
+        // e^(mean rate warp), slope logits plus the mean slope warp.
+        let animals = state.u.len() as f64;
+        let rate_factor = (state.u.iter().map(|u| u[1]).sum::<f64>() / animals).exp();
+        let slope_shift = state.u.iter().map(|u| u[2]).sum::<f64>() / animals;
+        assert!((rate_factor - 1.0).abs() > 1e-3 && slope_shift.abs() > 1e-3);
+        for (curve, theta) in state.theta.iter().enumerate() {
+            let degree = plain.layout.degrees[curve / plain.layout.treatments];
+            assert_eq!(theta.len(), 3 * degree + 1);
+            for k in 0..degree {
+                expected += (theta[degree + 1 + k] + slope_shift - centre).powi(2)
+                    / (2.0 * slope_sd * slope_sd);
+                expected +=
+                    (rate_factor * (theta[k + 1] - theta[k])).powi(2) / (2.0 * step_sd * step_sd);
+            }
+        }
+        // The effects: β = W⁻¹ v of every unknown across the treatments,
+        // every β but the baseline's (treatment 0).
+        let layout = &plain.layout;
+        let treatments = layout.treatments;
+        assert!(treatments > 1);
+        let weights = model.design().weights();
+        for c in 0..layout.contexts {
+            for i in 0..3 * layout.degrees[c] + 1 {
+                let factor = if i <= layout.degrees[c] {
+                    rate_factor
+                } else {
+                    1.0
+                };
+                let values: Vec<f64> = (0..treatments)
+                    .map(|t| factor * state.theta[c * treatments + t][i])
+                    .collect();
+                let beta = solve_by_hand(weights, &values);
+                for b in &beta[1..] {
+                    expected += b * b / (2.0 * effect_sd * effect_sd);
+                }
+            }
+        }
+        assert!(expected > 0.0);
+        let added = with.value(&state, sigma) - plain.value(&state, sigma);
+        assert!(
+            (added - expected).abs() < 1e-9 * expected,
+            "{added} vs {expected}"
+        );
+        assert!((with.prior_penalty(&state) - expected).abs() < 1e-12 * expected);
+        assert_eq!(plain.prior_penalty(&state), 0.0);
+    }
+
+    #[test]
+    fn held_effects_add_their_hand_computed_penalty_with_exact_derivatives() {
+        let base = small_model(5);
+        let treatments = base.design().treatment_count();
+        assert!(treatments > 1);
+        let held = vec![treatments - 1];
+        let model = base
+            .clone()
+            .with_held_effects(vec![treatments - 1, treatments - 1])
+            .unwrap();
+        assert_eq!(model.held_effects(), held.as_slice());
+        let plain = SpeciesProblem::new(&base, 0, [true, true, true]);
+        let with = SpeciesProblem::new(&model, 0, [true, true, true]);
+        let state = state_for(&plain);
+        let sigma = [0.3, 0.2, 0.4];
+        let layout = &plain.layout;
+        let weights = base.design().weights();
+        let mut expected = 0.0;
+        for c in 0..layout.contexts {
+            for i in 0..3 * layout.degrees[c] + 1 {
+                let values: Vec<f64> = (0..treatments)
+                    .map(|t| state.theta[c * treatments + t][i])
+                    .collect();
+                let beta = solve_by_hand(weights, &values);
+                for &j in &held {
+                    expected += 0.5 * HELD_PRECISION * beta[j] * beta[j];
+                }
+            }
+        }
+        assert!(expected > 0.0);
+        let added = with.value(&state, sigma) - plain.value(&state, sigma);
+        assert!(
+            (added - expected).abs() < 1e-9 * expected,
+            "{added} vs {expected}"
+        );
+        assert!((with.prior_penalty(&state) - expected).abs() < 1e-9 * expected);
+        // Gradient and Hessian of the penalty: it is quadratic, so central
+        // differences of J's difference are exact but for rounding.
+        let x = state.to_vector(&with.layout);
+        let n = x.len();
+        let evaluate = |problem: &SpeciesProblem, x: &[f64]| {
+            let mut s = state.clone();
+            s.set_vector(&problem.layout, x);
+            let mut g = vec![0.0; n];
+            let mut h = problem.hessian_shape();
+            problem.evaluate(&s, sigma, &mut g, &mut h);
+            (g, h)
+        };
+        let (g_with, h_with) = evaluate(&with, &x);
+        let (g_plain, h_plain) = evaluate(&plain, &x);
+        let step = 1e-4;
+        for i in 0..n {
+            let (mut up, mut down) = (x.clone(), x.clone());
+            up[i] += step;
+            down[i] -= step;
+            let penalty = |x: &[f64]| {
+                let mut s = state.clone();
+                s.set_vector(&with.layout, x);
+                with.prior_penalty(&s)
+            };
+            let numeric = (penalty(&up) - penalty(&down)) / (2.0 * step);
+            let analytic = g_with[i] - g_plain[i];
+            assert!(
+                (analytic - numeric).abs() <= 1e-6 * numeric.abs().max(1.0),
+                "gradient {i}: {analytic} vs {numeric}"
+            );
+            let mut unit = vec![0.0; n];
+            unit[i] = 1.0;
+            let (column_with, column_plain) = (h_with.multiply(&unit), h_plain.multiply(&unit));
+            let (g_up, _) = evaluate(&with, &up);
+            let (g_down, _) = evaluate(&with, &down);
+            let (p_up, _) = evaluate(&plain, &up);
+            let (p_down, _) = evaluate(&plain, &down);
+            for j in 0..n {
+                let numeric = ((g_up[j] - p_up[j]) - (g_down[j] - p_down[j])) / (2.0 * step);
+                let analytic = column_with[j] - column_plain[j];
+                assert!(
+                    (analytic - numeric).abs() <= 1e-6 * numeric.abs().max(1.0),
+                    "hessian ({j}, {i}): {analytic} vs {numeric}"
+                );
+            }
+        }
+        assert!(base.clone().with_held_effects(vec![0]).is_err());
+        assert!(base.with_held_effects(vec![treatments]).is_err());
+    }
+
+    #[test]
+    fn a_fixed_warp_has_no_unknown_and_no_penalty() {
+        let model = small_model(3);
+        let problem = SpeciesProblem::new(&model, 0, [false, true, false]);
+        assert!(problem
+            .layout
+            .u_index
+            .iter()
+            .all(|u| u[0].is_none() && u[1].is_some()));
+        let mut state = state_for(&problem);
+        for u in &mut state.u {
+            u[0] = 0.0;
+            u[2] = 0.0;
+        }
+        let with = problem.value(&state, [0.0, 0.5, 0.0]);
+        let nll = problem.negative_log_likelihood(&state);
+        let prior: f64 = state.u.iter().map(|u| 0.5 * u[1] * u[1] / 0.25).sum();
+        assert!((with - nll - prior).abs() < 1e-9 * with.abs());
+    }
+}
