@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs what building, checking and testing wispack needs on Debian 12:
 # R and the R packages (all from Debian apt, since CRAN is not needed),
-# pandoc, qpdf and checkbashisms for R CMD check --as-cran. Idempotent, and
+# pandoc, qpdf and checkbashisms for R CMD check --as-cran, and python3 for
+# tools/check-module-cycles.py. Idempotent, and
 # quick when everything is already there. Rust (cargo, rustc >= 1.85, with
 # rustfmt and clippy) must be installed already, e.g. with rustup.
 # Sourced by tools/main.sh and tools/test.sh; it also puts cargo on the PATH.
@@ -9,7 +10,7 @@
 wispack_apt_packages="r-base-dev r-cran-testthat r-cran-knitr r-cran-rmarkdown
   r-cran-roxygen2 r-cran-jsonlite r-cran-future r-cran-future.apply
   r-cran-progressr r-cran-future.batchtools r-cran-ggplot2 r-cran-patchwork r-cran-statmod r-cran-vdiffr pandoc qpdf devscripts xz-utils
-  util-linux iproute2"
+  util-linux iproute2 python3"
 
 wispack_setup() {
   missing=""

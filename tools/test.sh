@@ -13,6 +13,12 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 . "$repo/tools/setup.sh"
 wispack_setup
 
+# The top-level modules of the Rust core must not import one another in a
+# cycle (tools/check-module-cycles.py; its self-test runs first). The
+# "|| exit 1" is needed: set -e does not stop at a failure before the "&&".
+echo "== module import cycles"
+python3 "$repo/tools/check-module-cycles.py" --self-test && python3 "$repo/tools/check-module-cycles.py" || exit 1
+
 echo "== cargo fmt, clippy and test"
 cd "$repo/src/rust"
 cargo fmt --check
