@@ -2,9 +2,9 @@
 //! settings R passes in and the limits both sides check. R reads them with
 //! `model_rules_rust()` (R/settings.R) instead of keeping its own copies.
 
-use crate::changepoint::{DetectionMethod, DetectionSettings};
-use crate::original::fit::FitSettings;
-use crate::original::Settings;
+//!
+//! A leaf: it imports nothing of the crate. The settings' `Default`s read
+//! their values from here, so a default is written once.
 
 /// The label of the population pseudo-level of the random effect (the
 /// "none" rows of the summed table); no real level may have it.
@@ -26,6 +26,33 @@ pub(crate) const DEFAULT_LIKELIHOOD: &str = "nb";
 
 /// Whether summed "none" counts are rounded by default (`round_none`).
 pub(crate) const DEFAULT_ROUND_NONE: bool = true;
+
+/// Defaults of the settings shared by both likelihoods (`model.settings`).
+pub(crate) const DEFAULT_BUFFER_FACTOR: f64 = 0.05;
+pub(crate) const DEFAULT_LRO_CUTOFF: f64 = 2.0;
+pub(crate) const DEFAULT_LRO_WINDOW_FACTOR: f64 = 1.25;
+/// The R name of the default change-point method
+/// (`changepoint::DetectionMethod::default()`, whose name a test compares).
+pub(crate) const DEFAULT_LRO_METHOD: &str = "improved";
+
+/// Defaults of the original likelihood's settings: its warp precision and
+/// barrier (`original::Settings`) and its L-BFGS fit (`FitSettings`).
+pub(crate) const DEFAULT_WARP_PRECISION: f64 = 1e-7;
+pub(crate) const DEFAULT_MAX_PENALTY_AT_DISTANCE_FACTOR: f64 = 0.01;
+pub(crate) const DEFAULT_CTOL: f64 = 1e-6;
+pub(crate) const DEFAULT_MAX_EVALS: usize = 1000;
+
+/// Default SD of the slopes' prior on the logit scale (count model): slopes
+/// from 0.02 to 7 per bin lie within two SDs of its centre (1 per bin).
+pub(crate) const SLOPE_PRIOR_SD: f64 = 2.0;
+
+/// Default SD of the block-rate steps' prior: a step of 4 (a 55-fold change
+/// of the rate) is two SDs out.
+pub(crate) const STEP_PRIOR_SD: f64 = 2.0;
+
+/// Default SD of the treatment effects' prior on the unconstrained scale
+/// (log rate; logits of slopes and of the points' stick-breaking fractions).
+pub(crate) const EFFECT_PRIOR_SD: f64 = 1.0;
 
 /// Default and upper limit of `rise_threshold_factor`, the fraction of a
 /// block's rise that sets the initial slopes; both likelihoods take (0, 1].
@@ -64,20 +91,6 @@ pub(crate) fn check_buffer_factor(value: f64) -> Result<(), String> {
     }
 }
 
-/// The name R uses for a detection method, and back.
-pub(crate) fn detection_method_name(method: DetectionMethod) -> &'static str {
-    match method {
-        DetectionMethod::Improved => "improved",
-        DetectionMethod::Original => "original",
-    }
-}
-
-pub(crate) fn detection_method(name: &str) -> Option<DetectionMethod> {
-    [DetectionMethod::Improved, DetectionMethod::Original]
-        .into_iter()
-        .find(|&method| detection_method_name(method) == name)
-}
-
 /// One default of `model.settings`.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Default {
@@ -89,47 +102,32 @@ pub(crate) enum Default {
 
 /// The defaults of the model settings the core uses, by their R names.
 pub(crate) fn defaults() -> Vec<(&'static str, Default)> {
-    let model = Settings::default();
-    let fit = FitSettings::default();
-    let detection = DetectionSettings::default();
     vec![
-        ("buffer_factor", Default::Number(model.buffer_factor)),
-        ("ctol", Default::Number(fit.ctol)),
+        ("buffer_factor", Default::Number(DEFAULT_BUFFER_FACTOR)),
+        ("ctol", Default::Number(DEFAULT_CTOL)),
         (
             "max_penalty_at_distance_factor",
-            Default::Number(model.max_penalty_at_distance_factor),
+            Default::Number(DEFAULT_MAX_PENALTY_AT_DISTANCE_FACTOR),
         ),
-        ("LROcutoff", Default::Number(detection.lro_cutoff)),
+        ("LROcutoff", Default::Number(DEFAULT_LRO_CUTOFF)),
         (
             "LROwindow_factor",
-            Default::Number(detection.lro_window_factor),
+            Default::Number(DEFAULT_LRO_WINDOW_FACTOR),
         ),
         (
             "rise_threshold_factor",
             Default::Number(DEFAULT_RISE_THRESHOLD_FACTOR),
         ),
-        ("max_evals", Default::Whole(fit.max_evals as u64)),
+        ("max_evals", Default::Whole(DEFAULT_MAX_EVALS as u64)),
         ("rng_seed", Default::Whole(DEFAULT_SEED)),
-        ("warp_precision", Default::Number(model.warp_precision)),
+        ("warp_precision", Default::Number(DEFAULT_WARP_PRECISION)),
         ("round_none", Default::Flag(DEFAULT_ROUND_NONE)),
-        (
-            "LRO_method",
-            Default::Text(detection_method_name(detection.method)),
-        ),
+        ("LRO_method", Default::Text(DEFAULT_LRO_METHOD)),
         ("likelihood", Default::Text(DEFAULT_LIKELIHOOD)),
         ("exposure", Default::Text("auto")),
-        (
-            "slope_prior_sd",
-            Default::Number(crate::nb::fit::SLOPE_PRIOR_SD),
-        ),
-        (
-            "step_prior_sd",
-            Default::Number(crate::nb::fit::STEP_PRIOR_SD),
-        ),
-        (
-            "effect_prior_sd",
-            Default::Number(crate::nb::fit::EFFECT_PRIOR_SD),
-        ),
+        ("slope_prior_sd", Default::Number(SLOPE_PRIOR_SD)),
+        ("step_prior_sd", Default::Number(STEP_PRIOR_SD)),
+        ("effect_prior_sd", Default::Number(EFFECT_PRIOR_SD)),
     ]
 }
 
@@ -168,17 +166,6 @@ mod tests {
         for bad in [0.0, -0.1, 0.5, 0.7, f64::NAN, f64::INFINITY] {
             assert!(check_buffer_factor(bad).is_err(), "{bad}");
         }
-        assert!(check_buffer_factor(Settings::default().buffer_factor).is_ok());
-    }
-
-    #[test]
-    fn method_names_round_trip() {
-        for method in [DetectionMethod::Improved, DetectionMethod::Original] {
-            assert_eq!(
-                detection_method(detection_method_name(method)),
-                Some(method)
-            );
-        }
-        assert_eq!(detection_method("best"), None);
+        assert!(check_buffer_factor(DEFAULT_BUFFER_FACTOR).is_ok());
     }
 }

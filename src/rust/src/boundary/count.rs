@@ -6,6 +6,7 @@ use super::model::{bins_option, design_fields, design_from_r, tokens_from_r};
 use super::{index_column, outcome_columns, pool_options, user_interrupt_pending, RResult, Relay};
 use crate::bootstrap::Plan;
 use crate::changepoint::grid::GridPoint;
+use crate::changepoint::DetectionMethod;
 use crate::changepoint::DetectionSettings;
 use crate::design::{ParameterRole, WarpKind};
 use crate::error::Error;
@@ -19,7 +20,6 @@ use crate::nb::pipeline::CountPlan;
 use crate::nb::redraw::{animal_groups, between_animal_factors};
 use crate::nb::select::CurveSelection;
 use crate::nb::table::Exposure;
-use crate::rules;
 use crate::saved;
 use extendr_api::prelude::*;
 
@@ -158,7 +158,7 @@ fn detection_settings(settings: &List, window: f64, cutoff: f64) -> RResult<Dete
         buffer_factor: number(settings, "buffer_factor")?,
         lro_cutoff: cutoff,
         lro_window_factor: window,
-        method: rules::detection_method(&method)
+        method: DetectionMethod::from_name(&method)
             .ok_or_else(|| Error::input(format!("unknown LRO_method \"{method}\"")))?,
     };
     detection.validate().map_err(Error::input)?;

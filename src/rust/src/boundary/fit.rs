@@ -2,6 +2,7 @@
 
 use super::{count_option, outcome_columns, seed_value, user_interrupt_pending, RResult, Relay};
 use crate::bootstrap::{Plan, WarpedSigmoidPlan};
+use crate::changepoint::DetectionMethod;
 use crate::changepoint::DetectionSettings;
 use crate::engine::PoolOptions;
 use crate::error::Error;
@@ -10,7 +11,6 @@ use crate::original::pipeline;
 use crate::original::pipeline::PipelineSettings;
 use crate::original::Model;
 use crate::original::StartSettings;
-use crate::rules;
 use crate::saved;
 use extendr_api::prelude::*;
 
@@ -44,7 +44,7 @@ fn detection_settings(
         buffer_factor: model.settings().buffer_factor,
         lro_cutoff: cutoff,
         lro_window_factor: window,
-        method: rules::detection_method(method)
+        method: DetectionMethod::from_name(method)
             .ok_or_else(|| Error::input(format!("unknown LRO_method \"{method}\"")))?,
     };
     settings.validate().map_err(Error::input)?;

@@ -39,6 +39,23 @@ pub(crate) enum DetectionMethod {
     Improved,
 }
 
+impl DetectionMethod {
+    /// The name R uses for the method (`LRO_method`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            DetectionMethod::Improved => "improved",
+            DetectionMethod::Original => "original",
+        }
+    }
+
+    /// The method an R name means, if any.
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
+        [DetectionMethod::Improved, DetectionMethod::Original]
+            .into_iter()
+            .find(|method| method.name() == name)
+    }
+}
+
 /// Settings of the structure step (defaults in model vignette §12.1 and ?wisp).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct DetectionSettings {
@@ -54,9 +71,9 @@ pub(crate) struct DetectionSettings {
 impl Default for DetectionSettings {
     fn default() -> Self {
         Self {
-            buffer_factor: crate::original::Settings::default().buffer_factor,
-            lro_cutoff: 2.0,
-            lro_window_factor: 1.25,
+            buffer_factor: crate::rules::DEFAULT_BUFFER_FACTOR,
+            lro_cutoff: crate::rules::DEFAULT_LRO_CUTOFF,
+            lro_window_factor: crate::rules::DEFAULT_LRO_WINDOW_FACTOR,
             method: DetectionMethod::default(),
         }
     }
@@ -275,6 +292,18 @@ pub(crate) fn detect_structure(
 mod tests {
     use super::simulate::{noisy_series, poisson_table, Curve};
     use super::*;
+
+    #[test]
+    fn method_names_round_trip_and_the_default_is_the_rules_default() {
+        for method in [DetectionMethod::Improved, DetectionMethod::Original] {
+            assert_eq!(DetectionMethod::from_name(method.name()), Some(method));
+        }
+        assert_eq!(DetectionMethod::from_name("best"), None);
+        assert_eq!(
+            DetectionMethod::default().name(),
+            crate::rules::DEFAULT_LRO_METHOD
+        );
+    }
 
     fn curve(levels: &[f64], points: &[f64], slope: f64) -> Curve {
         Curve {

@@ -15,18 +15,6 @@ use crate::changepoint::DetectedStructure;
 use crate::design::{Component, WarpKind};
 use crate::numeric::linalg::FullPivotLu;
 
-/// Default SD of the slopes' prior on the logit scale: slopes from 0.02 to
-/// 7 per bin lie within two SDs of its centre (1 per bin).
-pub(crate) const SLOPE_PRIOR_SD: f64 = 2.0;
-
-/// Default SD of the block-rate steps' prior: a step of 4 (a 55-fold change
-/// of the rate) is two SDs out.
-pub(crate) const STEP_PRIOR_SD: f64 = 2.0;
-
-/// Default SD of the treatment effects' prior on the unconstrained scale
-/// (log rate; logits of slopes and of the points' stick-breaking fractions).
-pub(crate) const EFFECT_PRIOR_SD: f64 = 1.0;
-
 /// Variances start here.
 pub(crate) const SIGMA_START: f64 = 0.1;
 
@@ -155,9 +143,9 @@ impl Default for CountFitSettings {
             variance_tolerance: crate::rules::VARIANCE_TOLERANCE,
             fixed_sigma: None,
             rise_threshold_factor: crate::rules::DEFAULT_RISE_THRESHOLD_FACTOR,
-            slope_prior_sd: SLOPE_PRIOR_SD,
-            step_prior_sd: STEP_PRIOR_SD,
-            effect_prior_sd: EFFECT_PRIOR_SD,
+            slope_prior_sd: crate::rules::SLOPE_PRIOR_SD,
+            step_prior_sd: crate::rules::STEP_PRIOR_SD,
+            effect_prior_sd: crate::rules::EFFECT_PRIOR_SD,
             fixed_dispersion: None,
         }
     }

@@ -80,8 +80,8 @@ pub(crate) struct FitSettings {
 impl Default for FitSettings {
     fn default() -> Self {
         Self {
-            ctol: 1e-6,
-            max_evals: 1000,
+            ctol: crate::rules::DEFAULT_CTOL,
+            max_evals: crate::rules::DEFAULT_MAX_EVALS,
             memory: 10,
         }
     }

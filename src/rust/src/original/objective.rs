@@ -44,9 +44,9 @@ pub(crate) struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Self {
-            warp_precision: 1e-7,
-            buffer_factor: 0.05,
-            max_penalty_at_distance_factor: 0.01,
+            warp_precision: crate::rules::DEFAULT_WARP_PRECISION,
+            buffer_factor: crate::rules::DEFAULT_BUFFER_FACTOR,
+            max_penalty_at_distance_factor: crate::rules::DEFAULT_MAX_PENALTY_AT_DISTANCE_FACTOR,
         }
     }
 }
