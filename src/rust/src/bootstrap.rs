@@ -15,7 +15,7 @@ use crate::original::pipeline::{fit_structure, PipelineSettings};
 use crate::original::Model;
 use crate::outcome::{FitSummary, Outcome, ProcessStats};
 use crate::resample::Resampling;
-use crate::streams::TaskStream;
+use crate::streams::{replicate_redraw_stream, replicate_warp_stream, TaskStream};
 use std::path::Path;
 use std::time::Instant;
 
@@ -118,17 +118,6 @@ impl Plan {
     }
 }
 
-/// Random streams of replicate `r` (numbered from 1): tokens are redrawn
-/// from stream 2r and the starting warping factors from stream 2r + 1, so
-/// neither collides with the other nor with the full-data fit (stream 0).
-fn resampling_stream(replicate: usize) -> u64 {
-    2 * replicate as u64
-}
-
-fn warp_stream(replicate: usize) -> u64 {
-    2 * replicate as u64 + 1
-}
-
 impl WarpedSigmoidPlan {
     /// The animals' groups of the `animals` scheme.
     fn animal_groups(&self) -> Vec<usize> {
@@ -153,7 +142,7 @@ impl WarpedSigmoidPlan {
             return Err("replicates are numbered from 1".into());
         }
         let mut model = self.model.clone();
-        let mut stream = TaskStream::new(seed, resampling_stream(replicate));
+        let mut stream = TaskStream::new(seed, replicate_redraw_stream(replicate));
         match scheme {
             Resampling::Cells => model
                 .table_mut()
@@ -177,7 +166,7 @@ impl WarpedSigmoidPlan {
             &self.detected,
             &self.settings,
             seed,
-            warp_stream(replicate),
+            replicate_warp_stream(replicate),
         )?;
         Ok(result)
     }

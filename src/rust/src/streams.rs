@@ -7,6 +7,22 @@
 //! fixed by the ChaCha20 algorithm itself, not by a crate's sampling code.
 
 use rand_chacha::rand_core::{Rng, SeedableRng};
+
+/// The streams of a fit and its bootstrap, for both likelihoods: the
+/// full-data fit draws its starting warping factors from stream 0; replicate
+/// r (numbered from 1) redraws its data from stream 2r and its starting
+/// warping factors from stream 2r + 1, so no two collide.
+pub(crate) const FULL_FIT_WARP_STREAM: u64 = 0;
+
+/// The stream replicate `replicate` (from 1) redraws its data from.
+pub(crate) fn replicate_redraw_stream(replicate: usize) -> u64 {
+    2 * replicate as u64
+}
+
+/// The stream of replicate `replicate`'s starting warping factors.
+pub(crate) fn replicate_warp_stream(replicate: usize) -> u64 {
+    2 * replicate as u64 + 1
+}
 use rand_chacha::ChaCha20Rng;
 
 /// An independent random stream for one task.

@@ -30,9 +30,11 @@
 mod fork;
 #[cfg(unix)]
 mod frame;
+mod map;
 pub(crate) mod procmem;
 mod threads;
 
+pub(crate) use map::map_tasks;
 use procmem::MemorySnapshot;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};

@@ -18,8 +18,8 @@ use crate::error::Error;
 use crate::outcome::FitSummary;
 use crate::outcome::{Outcome, ProcessStats};
 use crate::resample::Resampling;
-use crate::streams::TaskStream;
-use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use crate::streams::{replicate_redraw_stream, TaskStream};
+use serde::{Deserialize, Serialize};
 
 /// The fits of every species.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -195,64 +195,6 @@ pub(crate) fn structure_of(
     })
 }
 
-/// Runs tasks 1..=`total` and returns their outcomes in task order: here,
-/// one after another, with one worker (or a single task), else on the fork
-/// engine. `progress(done, total)` hears 0 before the first task and each
-/// count as tasks end; an interrupt stops the run. A task's own error is
-/// [`Failure::Task`] on either path, so callers treat every worker count
-/// alike.
-fn run_each<T>(
-    total: usize,
-    options: &PoolOptions,
-    task: impl Fn(usize) -> Result<T, String> + Sync,
-    mut interrupted: impl FnMut() -> bool,
-    mut progress: impl FnMut(usize, usize),
-) -> Result<Vec<Result<T, Failure>>, Error>
-where
-    T: Serialize + DeserializeOwned + Send,
-{
-    progress(0, total);
-    if options.workers <= 1 || total <= 1 {
-        let mut outcomes = Vec::with_capacity(total);
-        for number in 1..=total {
-            if interrupted() {
-                return Err(Error::interrupted("interrupted"));
-            }
-            #[cfg(feature = "test-hooks")]
-            crate::faults::delay_armed(number);
-            outcomes.push(task(number).map_err(Failure::Task));
-            progress(number, total);
-        }
-        return Ok(outcomes);
-    }
-    let tasks: Vec<usize> = (1..=total).collect();
-    let mut done = 0;
-    let batch = engine::run_tasks(
-        &tasks,
-        options,
-        |context| {
-            #[cfg(feature = "test-hooks")]
-            crate::faults::delay_armed(context.task);
-            task(context.task)
-        },
-        interrupted,
-        |_| {
-            done += 1;
-            progress(done, total);
-        },
-    )?;
-    if batch.interrupted {
-        return Err(Error::interrupted(
-            "interrupted; all child processes were killed",
-        ));
-    }
-    Ok(batch
-        .records
-        .into_iter()
-        .map(|record| record.outcome)
-        .collect())
-}
-
 /// Fits every species of a model with a known structure, species in
 /// parallel on the fork engine when `options` allows more than one worker
 /// (one after another in this process otherwise: the results are the same).
@@ -272,7 +214,7 @@ pub(crate) fn fit_species_on(
     let species = model.table().shape().species;
     let done_of = |s: usize| done.get(s).and_then(Option::as_ref);
     let to_fit: Vec<usize> = (0..species).filter(|&s| done_of(s).is_none()).collect();
-    let mut new_fits = run_each(
+    let mut new_fits = engine::map_tasks(
         to_fit.len(),
         options,
         |task| fit_one(model, to_fit[task - 1], Some(detected), None, settings),
@@ -328,7 +270,7 @@ pub(crate) struct StructureChoice {
 /// fixed or None (choose it); empty: choose every curve's.
 /// `progress(stage, done, total)` hears each stage ("structure": the first
 /// pass, "warps": the pooled fit, "reselect": the second pass) as in
-/// [`run_each`].
+/// [`engine::map_tasks`].
 pub(crate) fn select_structure(
     base: &CountModel,
     fixed: &[Option<usize>],
@@ -373,7 +315,7 @@ pub(crate) fn select_structure(
     let pass = |held: Option<&[Vec<[f64; 3]>]>,
                 interrupted: &mut dyn FnMut() -> bool,
                 progress: &mut dyn FnMut(usize, usize)| {
-        run_each(
+        engine::map_tasks(
             curves,
             &batched,
             |task| {
@@ -535,7 +477,7 @@ pub(crate) fn grid_search(
             parameters,
         ))
     };
-    let fits: Vec<Result<(FitSummary, usize), String>> = run_each(
+    let fits: Vec<Result<(FitSummary, usize), String>> = engine::map_tasks(
         distinct.len(),
         options,
         |task| fit_structure(&distinct[task - 1]),
@@ -563,11 +505,6 @@ pub(crate) fn grid_search(
         .collect())
 }
 
-/// Random stream of replicate r's redraws (replicates count from 1).
-pub(crate) fn resampling_stream(replicate: usize) -> u64 {
-    2 * replicate as u64
-}
-
 /// Replicate `replicate` of the bootstrap seeded with `seed`: the data
 /// redrawn by `scheme`, the structure kept, the fit started from the
 /// full-data estimate.
@@ -582,7 +519,7 @@ pub(crate) fn run_replicate(
     }
     let started = std::time::Instant::now();
     let mut model = plan.model.clone();
-    let mut stream = TaskStream::new(seed, resampling_stream(replicate));
+    let mut stream = TaskStream::new(seed, replicate_redraw_stream(replicate));
     redraw(&mut model, &plan.estimate, scheme, &mut stream);
     let estimate = fit_all(
         &model,
@@ -611,7 +548,7 @@ pub(crate) fn likelihood_ratio_replicate(
     }
     check_nested(reduced, full)?;
     let mut model = reduced.model.clone();
-    let mut stream = TaskStream::new(seed, resampling_stream(replicate));
+    let mut stream = TaskStream::new(seed, replicate_redraw_stream(replicate));
     redraw(
         &mut model,
         &reduced.estimate,

@@ -11,10 +11,7 @@ use crate::original::fit::{fit, repair_feasibility, FitSettings, RepairOutcome};
 use crate::original::Model;
 use crate::original::{initial_parameters, StartSettings};
 use crate::outcome::{FitSummary, Outcome, ProcessStats};
-
-/// Random stream of the full-data fit's starting warping factors.
-/// Bootstrap replicates use other streams (see [`crate::bootstrap`]).
-pub(crate) const FULL_FIT_WARP_STREAM: u64 = 0;
+use crate::streams::FULL_FIT_WARP_STREAM;
 
 /// What the steps after detection need: how to start and how to fit.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -141,22 +138,16 @@ pub(crate) fn grid_search(
     seed: u64,
     options: &PoolOptions,
     interrupted: impl FnMut() -> bool,
-    mut progress: impl FnMut(usize, usize),
+    progress: impl FnMut(usize, usize),
 ) -> Result<Vec<GridPoint>, Error> {
     let grid = lro_grid();
     let (distinct, index_of_point) =
         distinct_detections(base, &grid, template).map_err(Error::input)?;
-    let total = distinct.len();
-    progress(0, total);
-    let tasks: Vec<usize> = (1..=total).collect();
-    let mut done = 0;
-    let batch = engine::run_tasks(
-        &tasks,
+    let fits: Vec<Result<FitSummary, String>> = engine::map_tasks(
+        distinct.len(),
         options,
-        |context| {
-            #[cfg(feature = "test-hooks")]
-            crate::faults::delay_armed(context.task);
-            let detected = &distinct[context.task - 1];
+        |task| {
+            let detected = &distinct[task - 1];
             Ok(
                 with_structure(base, detected.structure.clone()).and_then(|model| {
                     fit_structure(&model, detected, settings, seed, FULL_FIT_WARP_STREAM)
@@ -165,22 +156,14 @@ pub(crate) fn grid_search(
             )
         },
         interrupted,
-        |_| {
-            done += 1;
-            progress(done, total);
-        },
-    )?;
-    if batch.interrupted {
-        return Err(Error::interrupted("interrupted; every worker was stopped"));
-    }
-    let fits: Vec<Result<FitSummary, String>> = batch
-        .records
-        .into_iter()
-        .map(|record| match record.outcome {
-            Ok(fit) => fit.map_err(|reason| format!("failed: {reason}")),
-            Err(failure) => Err(format!("failed: {failure}")),
-        })
-        .collect();
+        progress,
+    )?
+    .into_iter()
+    .map(|outcome| match outcome {
+        Ok(fit) => fit.map_err(|reason| format!("failed: {reason}")),
+        Err(failure) => Err(format!("failed: {failure}")),
+    })
+    .collect();
     Ok(grid
         .iter()
         .zip(&index_of_point)
