@@ -94,7 +94,7 @@ count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL,
   core <- list(
     exposure = settings$exposure,
     degrees = degree_vector(degrees, codes$contexts, codes$species),
-    structure = structure_method(settings),
+    structure = settings$structure,
     lro_cost = if (is.null(degrees)) settings$LRO_cost else "none",
     window = settings$LROwindow_factor, cutoff = settings$LROcutoff,
     method = settings$LRO_method, buffer_factor = settings$buffer_factor,

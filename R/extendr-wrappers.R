@@ -86,10 +86,12 @@ wisp_fit_rust <- function(bytes, window, cutoff, method, ctol, max_evals, rise_t
 #' distinct structure fitted once in a forked child. `progress(stage, done,
 #' total)` (an R function, or NULL) is told, through a [`Relay`], the number
 #' of distinct structures (stage "grid", done = 0) and each fit as it ends;
-#' a jump out of it stops the search and is handed back to R.
+#' a jump out of it stops the search and is handed back to R. Returns the
+#' grid's columns (`points`) and the 1-based row of the point of least
+#' `cost` ("NLL", "AIC" or "BIC"; `best`), chosen as under "nb".
 #' @keywords internal
 #' @noRd
-wisp_grid_search_rust <- function(bytes, method, ctol, max_evals, rise_threshold_factor, seed, workers, progress) rust_result(.Call(wrap__wisp_grid_search_rust, bytes, method, ctol, max_evals, rise_threshold_factor, seed, workers, progress))
+wisp_grid_search_rust <- function(bytes, cost, method, ctol, max_evals, rise_threshold_factor, seed, workers, progress) rust_result(.Call(wrap__wisp_grid_search_rust, bytes, cost, method, ctol, max_evals, rise_threshold_factor, seed, workers, progress))
 
 #' Fit a model (with its structure) from a given start (benchmark hook).
 #' @keywords internal

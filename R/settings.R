@@ -185,16 +185,6 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
   settings
 }
 
-# How the number of transitions of each curve is found when `degrees` does
-# not fix them all: "lro" (change-point detection with the grid search of
-# LRO_cost, model vignette §12.1-12.3; the default, and the only one under
-# "original") or "likelihood" (each curve's degree chosen by BIC on count
-# likelihood fits, §12.6; "nb" only).
-structure_method <- function(settings) {
-  if (!identical(settings$structure, "auto")) return(settings$structure)
-  if (identical(settings$likelihood, "original")) "lro" else "likelihood"
-}
-
 #' Validated MCMC settings: MCMC is not offered; the bootstrap is the route.
 #' Only the defaults are accepted (steps and burn-in 0).
 #' @keywords internal

@@ -499,10 +499,10 @@ wisp_original <- function(prepared, settings, plot.settings, variables, call, ma
   if (!is.null(fixed)) fixed <- as.integer(fixed)
   if (settings$LRO_cost != "none" && is.null(fixed)) {
     t0 <- proc.time()[["elapsed"]]
-    grid <- lro_grid_search(base, settings, max.fork, progress)
-    best <- which.min(grid[[settings$LRO_cost]])
-    if (!length(best)) stop("every fit of the LRO grid search failed; set model.settings$LRO_cost = \"none\"",
-                            call. = FALSE)
+    searched <- lro_grid_search(base, settings, max.fork, progress)
+    grid <- searched$grid
+    # The core chooses the point of least cost, as it does under "nb".
+    best <- searched$best
     window <- grid$LROwindow_factor[best]
     cutoff <- grid$LROcutoff[best]
     say(sprintf("Grid search over %s (%s, %s): best %s at window factor %.2f, cutoff %.2f (%.1f s).",
@@ -542,17 +542,17 @@ check_flag <- function(x, name, allow_na = FALSE, call = sys.call(-1)) {
   invisible(x)
 }
 
-# The grid search as a data.frame with the original's columns plus
+# The grid search: `grid`, a data.frame with the original's columns plus
 # `converged`, `code` and `structure` (grid points with the same number share
-# one detected structure and one fit).
+# one detected structure and one fit), and `best`, the row the core chose.
 lro_grid_search <- function(base, settings, workers, progress = NULL) {
-  grid <- continue_jump(wisp_grid_search_rust(
-    base$bytes, settings$LRO_method, settings$ctol, settings$max_evals,
+  searched <- continue_jump(wisp_grid_search_rust(
+    base$bytes, settings$LRO_cost, settings$LRO_method, settings$ctol, settings$max_evals,
     settings$rise_threshold_factor, settings$rng_seed, as.integer(workers), progress
   ))
-  grid <- as.data.frame(grid, stringsAsFactors = FALSE)
+  grid <- as.data.frame(searched$points, stringsAsFactors = FALSE)
   grid$NLL <- grid$neg_loglik
-  grid
+  list(grid = grid, best = searched$best)
 }
 
 # Assembles the "wisp" object from the Rust fit.

@@ -5,7 +5,7 @@
 use super::model::{bins_option, design_fields, design_from_r, tokens_from_r};
 use super::{index_column, outcome_columns, pool_options, user_interrupt_pending, RResult, Relay};
 use crate::bootstrap::Plan;
-use crate::changepoint::grid::GridPoint;
+use crate::changepoint::grid::{best_point, GridCost, GridPoint, StructureMethod};
 use crate::changepoint::DetectionMethod;
 use crate::changepoint::DetectionSettings;
 use crate::design::{ParameterRole, WarpKind};
@@ -324,17 +324,13 @@ fn count_fit(
         None,
         Some(true),
     )?;
-    let cost = text(&settings, "lro_cost")?;
-    let method = text(&settings, "structure")?;
-    if !["likelihood", "lro"].contains(&method.as_str()) {
-        return Err(Error::input(format!(
-            "structure must be \"likelihood\" or \"lro\", not \"{method}\""
-        )));
-    }
+    let cost = GridCost::from_name(&text(&settings, "lro_cost")?).map_err(Error::input)?;
+    let method =
+        StructureMethod::resolve(&text(&settings, "structure")?, "nb").map_err(Error::input)?;
     let (mut window, mut cutoff) = (number(&settings, "window")?, number(&settings, "cutoff")?);
     let fixed = fixed_degrees(&numbers(&settings, "degrees")?, curves)?;
     let structure_started = std::time::Instant::now();
-    let (detected, grid, selection, fitted) = if method == "likelihood" {
+    let (detected, grid, selection, fitted) = if method == StructureMethod::Likelihood {
         let choice = pipeline::select_structure(
             &base,
             &fixed,
@@ -347,7 +343,7 @@ fn count_fit(
         (choice.detected, None, Some(columns), choice.fitted)
     } else {
         let mut grid = None;
-        if fixed.is_empty() && cost != "none" {
+        if let (true, Some(cost)) = (fixed.is_empty(), cost) {
             let template = detection_settings(&settings, 1.0, 1.0)?;
             let points = pipeline::grid_search(
                 &base,
@@ -358,16 +354,7 @@ fn count_fit(
                 |done, total| relay.call(pairlist!("grid", done as f64, total as f64)),
             )?;
             let observations = base.table().observed_row_count();
-            let score = |p: &GridPoint| match cost.as_str() {
-                "AIC" => p.aic(),
-                "BIC" => p.bic(observations),
-                _ => p.nll(),
-            };
-            let best = points
-                .iter()
-                .filter(|p| score(p).is_finite())
-                .min_by(|a, b| score(a).total_cmp(&score(b)))
-                .ok_or_else(|| Error::input("every fit of the LRO grid search failed; set model.settings$LRO_cost = \"none\""))?;
+            let best = &points[best_point(&points, cost, observations).map_err(Error::input)?];
             (window, cutoff) = (best.window_factor, best.cutoff);
             grid = Some(grid_columns(&points, observations));
         }

@@ -2,6 +2,7 @@
 
 use super::{count_option, outcome_columns, seed_value, user_interrupt_pending, RResult, Relay};
 use crate::bootstrap::{Plan, WarpedSigmoidPlan};
+use crate::changepoint::grid::{best_point, GridCost};
 use crate::changepoint::DetectionMethod;
 use crate::changepoint::DetectionSettings;
 use crate::engine::PoolOptions;
@@ -121,13 +122,16 @@ fn wisp_fit_rust(
 /// distinct structure fitted once in a forked child. `progress(stage, done,
 /// total)` (an R function, or NULL) is told, through a [`Relay`], the number
 /// of distinct structures (stage "grid", done = 0) and each fit as it ends;
-/// a jump out of it stops the search and is handed back to R.
+/// a jump out of it stops the search and is handed back to R. Returns the
+/// grid's columns (`points`) and the 1-based row of the point of least
+/// `cost` ("NLL", "AIC" or "BIC"; `best`), chosen as under "nb".
 /// @keywords internal
 /// @noRd
 #[extendr]
 #[allow(clippy::too_many_arguments)]
 fn wisp_grid_search_rust(
     bytes: Raw,
+    cost: &str,
     method: &str,
     ctol: f64,
     max_evals: i32,
@@ -140,6 +144,7 @@ fn wisp_grid_search_rust(
     let result = grid_search(
         &relay,
         bytes,
+        cost,
         method,
         ctol,
         max_evals,
@@ -154,6 +159,7 @@ fn wisp_grid_search_rust(
 fn grid_search(
     relay: &Relay,
     bytes: Raw,
+    cost: &str,
     method: &str,
     ctol: f64,
     max_evals: i32,
@@ -162,6 +168,9 @@ fn grid_search(
     workers: i32,
 ) -> RResult<List> {
     let base = saved::decode_model(bytes.as_slice())?;
+    let cost = GridCost::from_name(cost)
+        .map_err(Error::input)?
+        .ok_or_else(|| Error::input("the grid search needs an LRO_cost other than \"none\""))?;
     let template = detection_settings(&base, 1.0, 1.0, method)?;
     let settings = pipeline_settings(ctol, max_evals, rise_threshold_factor)?;
     let options = PoolOptions {
@@ -178,7 +187,11 @@ fn grid_search(
         |done, total| relay.call(pairlist!("grid", done as f64, total as f64)),
     )?;
     let observations = base.table().observed_row_count();
-    Ok(super::count::grid_columns(&points, observations))
+    let best = best_point(&points, cost, observations).map_err(Error::input)?;
+    Ok(list!(
+        points = super::count::grid_columns(&points, observations),
+        best = best as i32 + 1
+    ))
 }
 
 /// Fit a model (with its structure) from a given start (benchmark hook).
