@@ -5,17 +5,16 @@
 //! and future workers all run [`Plan::run_replicate`], so a replicate's
 //! result depends only on (plan, seed, replicate number).
 
-use crate::changepoint::DetectedStructure;
 use crate::checkpoint::{self, Entry};
 use crate::design::ParameterRole;
 use crate::engine::{self, procmem, PoolOptions, TaskRecord};
 use crate::error::{Error, Result};
 use crate::nb::pipeline::CountPlan;
-use crate::original::pipeline::{fit_structure, PipelineSettings};
+pub(crate) use crate::original::replicate::WarpedSigmoidPlan;
+#[cfg(test)]
 use crate::original::Model;
 use crate::outcome::{FitSummary, Outcome, ProcessStats};
-use crate::resample::Resampling;
-use crate::streams::{replicate_redraw_stream, replicate_warp_stream, TaskStream};
+use crate::resample::{ReplicatePlan, Resampling};
 use std::path::Path;
 use std::time::Instant;
 
@@ -31,30 +30,22 @@ pub(crate) enum Plan {
     Count(CountPlan),
 }
 
-/// Everything a replicate of the warped-sigmoid model needs.
-#[derive(Clone, Debug)]
-pub(crate) struct WarpedSigmoidPlan {
-    /// The full-data model, its structure included.
-    pub(crate) model: Model,
-    /// Degrees and change points of the full-data fit, kept for every replicate.
-    pub(crate) detected: DetectedStructure,
-    pub(crate) settings: PipelineSettings,
-}
-
 impl Plan {
-    /// The names of the estimates a fit of this plan reports, in order.
-    pub(crate) fn parameter_names(&self) -> Vec<String> {
+    /// The plan of its likelihood, as the bootstrap sees every likelihood.
+    fn likelihood_plan(&self) -> &dyn ReplicatePlan {
         match self {
-            Plan::WarpedSigmoid(plan) => plan.model.parameter_names(),
-            Plan::Count(plan) => plan.parameter_names(),
+            Plan::WarpedSigmoid(plan) => plan,
+            Plan::Count(plan) => plan,
         }
     }
 
+    /// The names of the estimates a fit of this plan reports, in order.
+    pub(crate) fn parameter_names(&self) -> Vec<String> {
+        self.likelihood_plan().parameter_names()
+    }
+
     pub(crate) fn parameter_count(&self) -> usize {
-        match self {
-            Plan::WarpedSigmoid(plan) => plan.model.parameter_count(),
-            Plan::Count(plan) => plan.parameter_names().len(),
-        }
+        self.parameter_names().len()
     }
 
     /// The original likelihood's model (tests of the saved state).
@@ -69,18 +60,12 @@ impl Plan {
     /// Per random level, its group under the `animals` scheme (levels that
     /// share their between-animal factor levels share a group).
     pub(crate) fn animal_groups(&self) -> Vec<usize> {
-        match self {
-            Plan::WarpedSigmoid(plan) => plan.animal_groups(),
-            Plan::Count(plan) => crate::nb::redraw::animal_groups(&plan.model),
-        }
+        self.likelihood_plan().animal_groups()
     }
 
     /// The likelihood's name as R knows it.
     pub(crate) fn likelihood(&self) -> &'static str {
-        match self {
-            Plan::WarpedSigmoid(_) => "original",
-            Plan::Count(_) => "nb",
-        }
+        self.likelihood_plan().likelihood()
     }
 
     /// Runs replicate `replicate` (from 1) of the bootstrap seeded with
@@ -96,18 +81,10 @@ impl Plan {
         seed: u64,
         replicate: usize,
     ) -> std::result::Result<FitSummary, String> {
-        let mut summary = match self {
-            Plan::WarpedSigmoid(plan) => plan.run_replicate(scheme, seed, replicate),
-            Plan::Count(plan) => crate::nb::pipeline::run_replicate(plan, scheme, seed, replicate),
-        }?;
+        let plan = self.likelihood_plan();
+        let mut summary = plan.run_replicate(scheme, seed, replicate)?;
         if scheme == Resampling::Animals {
-            let roles = match self {
-                Plan::WarpedSigmoid(plan) => plan.model.layout().roles(),
-                Plan::Count(plan) => {
-                    let design = plan.model.design();
-                    crate::design::ParameterLayout::new(design, plan.model.structure())?.roles()
-                }
-            };
+            let roles = plan.parameter_roles()?;
             for (value, role) in summary.parameters.iter_mut().zip(&roles) {
                 if matches!(role, ParameterRole::Warp { .. }) {
                     *value = f64::NAN;
@@ -115,60 +92,6 @@ impl Plan {
             }
         }
         Ok(summary)
-    }
-}
-
-impl WarpedSigmoidPlan {
-    /// The animals' groups of the `animals` scheme.
-    fn animal_groups(&self) -> Vec<usize> {
-        crate::resample::animal_groups(
-            self.model.design(),
-            self.model.design().ran_levels().len(),
-            |animal, context, treatment| {
-                self.model
-                    .table()
-                    .animal_has_data(animal, context, treatment)
-            },
-        )
-    }
-
-    fn run_replicate(
-        &self,
-        scheme: Resampling,
-        seed: u64,
-        replicate: usize,
-    ) -> std::result::Result<FitSummary, String> {
-        if replicate == 0 {
-            return Err("replicates are numbered from 1".into());
-        }
-        let mut model = self.model.clone();
-        let mut stream = TaskStream::new(seed, replicate_redraw_stream(replicate));
-        match scheme {
-            Resampling::Cells => model
-                .table_mut()
-                .resample_pools(|n| stream.below(n as u64) as usize)?,
-            Resampling::Animals => {
-                let groups = self.animal_groups();
-                let mapping =
-                    crate::resample::draw_animals(&groups, |n| stream.below(n as u64) as usize);
-                model.table_mut().copy_animals(&mapping);
-            }
-            Resampling::Parametric => {
-                return Err(
-                    "the parametric bootstrap needs the count likelihood (likelihood = \"nb\"); \
-                     the original's objective is not a likelihood to draw from"
-                        .into(),
-                )
-            }
-        }
-        let (_, _, result) = fit_structure(
-            &model,
-            &self.detected,
-            &self.settings,
-            seed,
-            replicate_warp_stream(replicate),
-        )?;
-        Ok(result)
     }
 }
 

@@ -14,6 +14,15 @@ use rand_chacha::rand_core::{Rng, SeedableRng};
 /// warping factors from stream 2r + 1, so no two collide.
 pub(crate) const FULL_FIT_WARP_STREAM: u64 = 0;
 
+/// Replicates are numbered from 1 (stream 0 is the full-data fit's).
+pub(crate) fn check_replicate_number(replicate: usize) -> Result<(), String> {
+    if replicate == 0 {
+        Err("replicates are numbered from 1".into())
+    } else {
+        Ok(())
+    }
+}
+
 /// The stream replicate `replicate` (from 1) redraws its data from.
 pub(crate) fn replicate_redraw_stream(replicate: usize) -> u64 {
     2 * replicate as u64

@@ -20,6 +20,7 @@ use crate::nb::pipeline::CountPlan;
 use crate::nb::redraw::{animal_groups, between_animal_factors};
 use crate::nb::select::CurveSelection;
 use crate::nb::table::Exposure;
+use crate::resample::ReplicatePlan;
 use crate::saved;
 use extendr_api::prelude::*;
 

@@ -12,12 +12,12 @@ use crate::changepoint::grid::{distinct_detections_by, lro_grid, GridPoint};
 use crate::changepoint::DetectedStructure;
 use crate::changepoint::DetectionSettings;
 use crate::design::Structure;
-use crate::design::{Component, WarpKind};
+use crate::design::{Component, ParameterRole, WarpKind};
 use crate::engine::{self, Failure, PoolOptions};
 use crate::error::Error;
 use crate::outcome::FitSummary;
 use crate::outcome::{Outcome, ProcessStats};
-use crate::resample::Resampling;
+use crate::resample::{ReplicatePlan, Resampling};
 use crate::streams::{replicate_redraw_stream, TaskStream};
 use serde::{Deserialize, Serialize};
 
@@ -514,9 +514,7 @@ pub(crate) fn run_replicate(
     seed: u64,
     replicate: usize,
 ) -> Result<FitSummary, String> {
-    if replicate == 0 {
-        return Err("replicates are numbered from 1".into());
-    }
+    crate::streams::check_replicate_number(replicate)?;
     let started = std::time::Instant::now();
     let mut model = plan.model.clone();
     let mut stream = TaskStream::new(seed, replicate_redraw_stream(replicate));
@@ -543,9 +541,7 @@ pub(crate) fn likelihood_ratio_replicate(
     seed: u64,
     replicate: usize,
 ) -> Result<(f64, f64), String> {
-    if replicate == 0 {
-        return Err("replicates are numbered from 1".into());
-    }
+    crate::streams::check_replicate_number(replicate)?;
     check_nested(reduced, full)?;
     let mut model = reduced.model.clone();
     let mut stream = TaskStream::new(seed, replicate_redraw_stream(replicate));
@@ -623,12 +619,34 @@ impl CountSummary {
     }
 }
 
-impl CountPlan {
+impl ReplicatePlan for CountPlan {
+    fn likelihood(&self) -> &'static str {
+        "nb"
+    }
+
     /// The names of the reported values (see [`CountLayout`]).
-    pub(crate) fn parameter_names(&self) -> Vec<String> {
+    fn parameter_names(&self) -> Vec<String> {
         CountLayout::new(self.model.design(), self.model.structure())
             .map(|layout| layout.names(self.model.design()))
             .unwrap_or_default()
+    }
+
+    fn parameter_roles(&self) -> Result<Vec<ParameterRole>, String> {
+        let design = self.model.design();
+        Ok(crate::design::ParameterLayout::new(design, self.model.structure())?.roles())
+    }
+
+    fn animal_groups(&self) -> Vec<usize> {
+        super::redraw::animal_groups(&self.model)
+    }
+
+    fn run_replicate(
+        &self,
+        scheme: Resampling,
+        seed: u64,
+        replicate: usize,
+    ) -> Result<FitSummary, String> {
+        run_replicate(self, scheme, seed, replicate)
     }
 }
 

@@ -9,6 +9,7 @@
 //! - [`start`]: initial parameters from detected change points;
 //! - [`fit`]: the L-BFGS driver and the feasibility repair;
 //! - [`pipeline`]: detection, start and fit, and the grid search;
+//! - [`replicate`]: the bootstrap plan and one replicate;
 //! - [`bands`]: prediction bands over parameter samples.
 
 pub(crate) mod bands;
@@ -16,6 +17,7 @@ pub(crate) mod build;
 pub(crate) mod fit;
 pub(crate) mod objective;
 pub(crate) mod pipeline;
+pub(crate) mod replicate;
 pub(crate) mod start;
 
 pub(crate) use build::build_model;

@@ -9,7 +9,30 @@
 
 pub(crate) mod draws;
 
-use crate::design::Design;
+use crate::design::{Design, ParameterRole};
+use crate::outcome::FitSummary;
+
+/// What a likelihood's fitted plan offers the bootstrap: its estimates'
+/// names and roles, the animals' groups, and one replicate. Each likelihood
+/// implements it beside its fit ([`crate::nb`], [`crate::original`]); the
+/// bootstrap holds either and asks through this.
+pub(crate) trait ReplicatePlan {
+    /// The likelihood's name as R knows it.
+    fn likelihood(&self) -> &'static str;
+    /// The names of the estimates a fit reports, in order.
+    fn parameter_names(&self) -> Vec<String>;
+    /// The role of every estimate, in the same order.
+    fn parameter_roles(&self) -> Result<Vec<ParameterRole>, String>;
+    /// Per random level, its group under the `animals` scheme.
+    fn animal_groups(&self) -> Vec<usize>;
+    /// Replicate `replicate` (from 1) of the bootstrap seeded with `seed`.
+    fn run_replicate(
+        &self,
+        scheme: Resampling,
+        seed: u64,
+        replicate: usize,
+    ) -> Result<FitSummary, String>;
+}
 
 /// How a replicate redraws the data (model vignette §14).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
