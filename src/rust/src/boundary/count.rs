@@ -15,11 +15,11 @@ use crate::nb::covariance::covariance;
 use crate::nb::fit::{warp_slot, CountFitSettings};
 use crate::nb::layout::{CountLayout, CountRole};
 use crate::nb::objective::SpeciesProblem;
-use crate::nb::pipeline;
 use crate::nb::pipeline::CountPlan;
 use crate::nb::redraw::{animal_groups, between_animal_factors};
 use crate::nb::select::CurveSelection;
 use crate::nb::table::Exposure;
+use crate::nb::{degrees, pipeline, predict, replicate};
 use crate::resample::ReplicatePlan;
 use crate::saved;
 use extendr_api::prelude::*;
@@ -332,7 +332,7 @@ fn count_fit(
     let fixed = fixed_degrees(&numbers(&settings, "degrees")?, curves)?;
     let structure_started = std::time::Instant::now();
     let (detected, grid, selection, fitted) = if method == StructureMethod::Likelihood {
-        let choice = pipeline::select_structure(
+        let choice = degrees::select_structure(
             &base,
             &fixed,
             &fit,
@@ -346,7 +346,7 @@ fn count_fit(
         let mut grid = None;
         if let (true, Some(cost)) = (fixed.is_empty(), cost) {
             let template = detection_settings(&settings, 1.0, 1.0)?;
-            let points = pipeline::grid_search(
+            let points = degrees::grid_search(
                 &base,
                 &template,
                 &fit,
@@ -362,7 +362,7 @@ fn count_fit(
         let detection = detection_settings(&settings, window, cutoff)?;
         let fixed_degrees = (!fixed.is_empty()).then_some(fixed.as_slice());
         let detected =
-            pipeline::structure_of(&base, &detection, fixed_degrees).map_err(Error::input)?;
+            degrees::structure_of(&base, &detection, fixed_degrees).map_err(Error::input)?;
         (detected, grid, None, Vec::new())
     };
     let structure_seconds = structure_started.elapsed().as_secs_f64();
@@ -746,7 +746,7 @@ fn count_describe_rust(plan: Raw) -> RResult<List> {
 #[extendr]
 fn count_predict_rust(plan: Raw, parameters: Vec<f64>) -> RResult<List> {
     let plan = count_plan(&plan)?;
-    let predictions = pipeline::predictions_at(&plan.model, &parameters).map_err(Error::input)?;
+    let predictions = predict::predictions_at(&plan.model, &parameters).map_err(Error::input)?;
     Ok(list!(
         rows = observed_only(&plan, &predictions.animal),
         population = predictions.population
@@ -761,7 +761,7 @@ fn curve_points(
     species: Vec<i32>,
     treatment: Vec<i32>,
     x: Vec<f64>,
-) -> RResult<Vec<pipeline::CurvePoint>> {
+) -> RResult<Vec<predict::CurvePoint>> {
     let n = x.len();
     if [ran.len(), context.len(), species.len(), treatment.len()]
         .iter()
@@ -786,7 +786,7 @@ fn curve_points(
         index_column(treatment, "treatment")?,
     );
     Ok((0..n)
-        .map(|i| pipeline::CurvePoint {
+        .map(|i| predict::CurvePoint {
             ran: ran[i],
             context: context[i],
             species: species[i],
@@ -813,7 +813,7 @@ fn count_curves_rust(
 ) -> RResult<Vec<f64>> {
     let plan = count_plan(&plan)?;
     let points = curve_points(ran, context, species, treatment, x)?;
-    pipeline::curves_at(&plan.model, &samples, &points).map_err(Error::input)
+    predict::curves_at(&plan.model, &samples, &points).map_err(Error::input)
 }
 
 /// Ψ of population curves at points and its gradient in the reported
@@ -832,7 +832,7 @@ fn count_curve_gradients_rust(
     let plan = count_plan(&plan)?;
     let points = curve_points(vec![-1; x.len()], context, species, treatment, x)?;
     let (values, gradients) =
-        pipeline::population_gradients(&plan.model, &parameters, &points).map_err(Error::input)?;
+        predict::population_gradients(&plan.model, &parameters, &points).map_err(Error::input)?;
     Ok(list!(psi = values, gradient = gradients))
 }
 
@@ -867,7 +867,7 @@ fn count_bands_rust(plan: Raw, samples: Vec<f64>, probabilities: Vec<f64>) -> RR
     let draws: Vec<(Vec<f64>, Vec<f64>)> = samples
         .chunks(count)
         .map(|x| {
-            pipeline::predictions_at(&plan.model, x)
+            predict::predictions_at(&plan.model, x)
                 .map(|p| (observed_only(&plan, &p.animal), p.population))
                 .map_err(Error::input)
         })
@@ -924,7 +924,7 @@ fn count_vcov_rust(plan: Raw) -> RResult<List> {
 /// @noRd
 #[extendr]
 fn count_check_nested_rust(reduced: Raw, full: Raw) -> RResult<bool> {
-    pipeline::check_nested(&count_plan(&reduced)?, &count_plan(&full)?).map_err(Error::input)?;
+    replicate::check_nested(&count_plan(&reduced)?, &count_plan(&full)?).map_err(Error::input)?;
     Ok(true)
 }
 
@@ -943,7 +943,7 @@ fn count_lr_replicate_rust(
         usize::try_from(replicate).map_err(|_| Error::input("replicates are numbered from 1"))?;
     let (reduced, full) = (count_plan(&reduced)?, count_plan(&full)?);
     let (r, f) =
-        pipeline::likelihood_ratio_replicate(&reduced, &full, super::seed_value(seed)?, replicate)
+        replicate::likelihood_ratio_replicate(&reduced, &full, super::seed_value(seed)?, replicate)
             .map_err(Error::input)?;
     Ok(vec![r, f])
 }

@@ -7,9 +7,11 @@
 use super::curve::{curve_len, CurveValues, SLOPE_MAX};
 use super::layout::CountLayout;
 use super::linalg::BorderedMatrix;
-use super::objective::{Priors, Sigma, SpeciesProblem, SpeciesState};
+use super::objective::{Sigma, SpeciesProblem};
+use super::priors::Priors;
 use super::solver::{newton, Bounds, NewtonOutcome, NewtonSettings, FLAT_CURVATURE, FLAT_SLOPE};
 use super::start::starting_state_with;
+use super::unknowns::SpeciesState;
 use super::CountModel;
 use crate::changepoint::DetectedStructure;
 use crate::design::{Component, WarpKind};

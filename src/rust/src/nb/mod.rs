@@ -22,17 +22,22 @@
 pub(crate) mod build;
 pub(crate) mod covariance;
 pub(crate) mod curve;
+pub(crate) mod degrees;
 pub(crate) mod family;
 pub(crate) mod fit;
 pub(crate) mod layout;
 pub(crate) mod linalg;
 pub(crate) mod objective;
 pub(crate) mod pipeline;
+pub(crate) mod predict;
+pub(crate) mod priors;
 pub(crate) mod redraw;
+pub(crate) mod replicate;
 pub(crate) mod select;
 pub(crate) mod solver;
 pub(crate) mod start;
 pub(crate) mod table;
+pub(crate) mod unknowns;
 
 #[cfg(test)]
 pub(crate) mod tests_support;

@@ -11,7 +11,7 @@
 //! is refitted from the winner's points less one (see [`refine_downwards`]).
 //! The random effects are held fixed while selecting — at 0 in the first
 //! pass, at a pooled fit's in the second (see
-//! [`super::pipeline::select_structure`]) — so curves are independent of
+//! [`super::degrees::select_structure`]) — so curves are independent of
 //! each other and the selection of a curve depends on its own rows (and
 //! the held warps) only, the same for any worker count.
 
@@ -644,7 +644,7 @@ mod tests {
                 ..crate::engine::PoolOptions::default()
             };
             let mut reports = Vec::new();
-            let result = super::super::pipeline::select_structure(
+            let result = super::super::degrees::select_structure(
                 &model,
                 &fixed,
                 &CountFitSettings::default(),
@@ -695,7 +695,7 @@ mod tests {
         assert!(kept > 0);
         // A wrong number of fixed entries is an input error.
         let options = crate::engine::PoolOptions::default();
-        let wrong = super::super::pipeline::select_structure(
+        let wrong = super::super::degrees::select_structure(
             &model,
             &[None],
             &CountFitSettings::default(),

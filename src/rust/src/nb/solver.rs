@@ -16,7 +16,8 @@
 //! is at most `decrement_tolerance`·max(1, |J|).
 
 use super::linalg::{BorderedFactor, BorderedMatrix};
-use super::objective::{Sigma, SpeciesProblem, SpeciesState};
+use super::objective::{Sigma, SpeciesProblem};
+use super::unknowns::SpeciesState;
 
 /// A coordinate with less curvature and slope than these is not informed by
 /// the data (the objective is a sum of log-likelihoods, so an informed

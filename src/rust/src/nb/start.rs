@@ -11,7 +11,8 @@
 //! lengths), random effects start at 0.
 
 use super::curve::{Axis, CurveValues};
-use super::objective::{SpeciesProblem, SpeciesState};
+use super::objective::SpeciesProblem;
+use super::unknowns::SpeciesState;
 use super::CountModel;
 use crate::changepoint::blocks::{block_rates_and_runs, initial_slope};
 use crate::changepoint::lro::SeriesMatrix;

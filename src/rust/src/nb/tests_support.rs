@@ -3,8 +3,12 @@
 
 use super::curve::{Axis, BinDerivatives, CurveValues, WarpedCurve};
 use super::family::rate;
+use super::fit::CountFitSettings;
+use super::pipeline::{fit_all, CountPlan};
+use super::start::detect_structure;
 use super::table::{CountTable, CountTokens};
 use super::CountModel;
+use crate::changepoint::DetectionSettings;
 use crate::data::TableShape;
 use crate::design::{Design, Factor, Structure};
 use crate::test_rng::SplitMix;
@@ -212,4 +216,19 @@ pub(crate) fn small_model(seed: u64) -> CountModel {
         ..Simulation::default()
     };
     simulate(&spec, seed).0
+}
+
+/// A fitted count plan of simulated data (structure detected).
+pub(crate) fn fitted_plan(seed: u64) -> CountPlan {
+    let (model, _) = simulate(&Simulation::default(), seed);
+    let detected = detect_structure(&model, &DetectionSettings::default()).unwrap();
+    let model = model.with_structure(detected.structure.clone()).unwrap();
+    let settings = CountFitSettings::default();
+    let estimate = fit_all(&model, Some(&detected), None, &settings).unwrap();
+    CountPlan {
+        model,
+        detected,
+        settings,
+        estimate,
+    }
 }

@@ -12,10 +12,10 @@ use crate::design::{Design, Factor, Structure};
 use crate::error::{Error, Result};
 use crate::nb::curve::curve_len;
 use crate::nb::fit::{CountFitSettings, SpeciesFit};
-use crate::nb::objective::SpeciesState;
 use crate::nb::pipeline::{CountEstimate, CountPlan};
 use crate::nb::solver::NewtonSettings;
 use crate::nb::table::{CountTable, Exposure};
+use crate::nb::unknowns::SpeciesState;
 use crate::nb::CountModel;
 use serde::{Deserialize, Serialize};
 

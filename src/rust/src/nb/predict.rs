@@ -1,0 +1,438 @@
+//! Curves of a count fit: Ψ of every animal and population row, at any
+//! (fractional) bin, and the population curves' gradients (for predictions
+//! and their delta-method intervals).
+
+use super::curve::{BinDerivatives, CurveValues, WarpedCurve};
+use super::layout::CountLayout;
+use super::CountModel;
+use crate::design::{Component, WarpKind};
+
+/// Ψ of every (animal, context, species, treatment, bin) row — the animal's
+/// warped curve — and of every (context, species, treatment, bin) — the
+/// population curve (no warp). Species-major, then (animal,) context,
+/// treatment, bin, as the table's keys.
+pub(crate) struct Predictions {
+    pub animal: Vec<f64>,
+    pub population: Vec<f64>,
+}
+
+/// θ of the population curve of every (context, treatment) of species `s`
+/// at a reported vector (see [`CountLayout`]), context-major: the fixed
+/// effects give each treatment's values through W. A curve whose slopes or
+/// points are NaN (not informed) is flat when its rates are all equal (its
+/// transitions then get placeholder values that do not change it), and
+/// `None` otherwise.
+fn population_thetas(
+    model: &CountModel,
+    layout: &CountLayout,
+    reported: &[f64],
+    s: usize,
+) -> Vec<Option<Vec<f64>>> {
+    let design = model.design();
+    let shape = model.table().shape();
+    let axis = model.axis();
+    let treatments = shape.treatments;
+    let mut thetas: Vec<Option<Vec<f64>>> = Vec::with_capacity(shape.contexts * treatments);
+    for c in 0..shape.contexts {
+        let degree = model.structure().degree(c, s);
+        for t in 0..treatments {
+            let weights = design.weight_row(t);
+            let value = |component: Component, k: usize| -> f64 {
+                let mut total = 0.0;
+                for (i, &w) in weights.iter().enumerate() {
+                    if w != 0.0 {
+                        let index = layout
+                            .original
+                            .beta_index(component, c, s, k, i)
+                            .unwrap_or(usize::MAX);
+                        total += w * reported.get(index).copied().unwrap_or(f64::NAN);
+                    }
+                }
+                total
+            };
+            let mut values = CurveValues {
+                rates: (0..=degree).map(|k| value(Component::Rate, k)).collect(),
+                slopes: (0..degree).map(|k| value(Component::Slope, k)).collect(),
+                points: (0..degree).map(|k| value(Component::Point, k)).collect(),
+            };
+            let flat = values
+                .rates
+                .iter()
+                .all(|r| r.is_finite() && *r == values.rates[0]);
+            let transitions_known = values
+                .slopes
+                .iter()
+                .chain(&values.points)
+                .all(|v| v.is_finite());
+            thetas.push(
+                if values.rates.iter().all(|r| r.is_finite()) && (transitions_known || flat) {
+                    if !transitions_known {
+                        values.slopes = vec![1.0; degree];
+                        values.points = axis.even_points(degree);
+                    }
+                    Some(values.to_theta(axis, 1e-9))
+                } else {
+                    None
+                },
+            );
+        }
+    }
+    thetas
+}
+
+/// The random effects (point, rate, slope) of animal `r` for species `s`;
+/// 0 for those the layout does not have.
+fn animal_effects(layout: &CountLayout, reported: &[f64], s: usize, r: usize) -> [f64; 3] {
+    let mut u = [0.0; 3];
+    for kind in WarpKind::ALL {
+        if let Some(index) = layout.original.warp_index(kind, s, r) {
+            u[super::fit::warp_slot(kind)] = reported[index];
+        }
+    }
+    u
+}
+
+/// The layout of `model`'s reported vector, checked against `reported`.
+fn checked_layout(model: &CountModel, reported: &[f64]) -> Result<CountLayout, String> {
+    let layout = CountLayout::new(model.design(), model.structure())?;
+    if reported.len() != layout.len() {
+        return Err(format!(
+            "expected {} parameters, got {}",
+            layout.len(),
+            reported.len()
+        ));
+    }
+    Ok(layout)
+}
+
+/// Predictions at a reported vector (see [`CountLayout`]): the fixed
+/// effects give each treatment's curve through W, the random effects warp
+/// it. A curve whose slopes or points are NaN (not informed) is flat when
+/// its rates are all equal, and NaN otherwise.
+pub(crate) fn predictions_at(model: &CountModel, reported: &[f64]) -> Result<Predictions, String> {
+    let layout = checked_layout(model, reported)?;
+    let shape = model.table().shape();
+    let axis = model.axis();
+    let treatments = shape.treatments;
+    let mut animal = Vec::with_capacity(shape.species * model.table().key_count());
+    let mut population =
+        Vec::with_capacity(shape.species * shape.contexts * treatments * shape.bins);
+    for s in 0..shape.species {
+        // Per (context, treatment): θ of the population curve, or None.
+        let thetas = population_thetas(model, &layout, reported, s);
+        let push_curve = |theta: &Option<Vec<f64>>,
+                          degree: usize,
+                          u: [f64; 3],
+                          out: &mut Vec<f64>| match theta {
+            Some(theta) if u.iter().all(|v| v.is_finite()) => {
+                let mut curve = WarpedCurve::new(degree);
+                curve.set(theta, u, axis);
+                let mut bin = BinDerivatives::new(degree);
+                for b in 1..=shape.bins {
+                    out.push(bin.evaluate(curve.values(), b as f64));
+                }
+            }
+            _ => out.extend(std::iter::repeat_n(f64::NAN, shape.bins)),
+        };
+        for r in 0..shape.ran_levels {
+            let u = animal_effects(&layout, reported, s, r);
+            for c in 0..shape.contexts {
+                let degree = model.structure().degree(c, s);
+                for t in 0..treatments {
+                    push_curve(&thetas[c * treatments + t], degree, u, &mut animal);
+                }
+            }
+        }
+        for c in 0..shape.contexts {
+            let degree = model.structure().degree(c, s);
+            for t in 0..treatments {
+                push_curve(
+                    &thetas[c * treatments + t],
+                    degree,
+                    [0.0; 3],
+                    &mut population,
+                );
+            }
+        }
+    }
+    Ok(Predictions { animal, population })
+}
+
+/// A position on one curve, for [`curves_at`]: the curve of animal `ran`
+/// (warped by its random effects) or, with `ran` None, the population curve
+/// of (context, species, treatment); `x` is on the bin axis (bins are 1, 2,
+/// …), fractional positions included.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct CurvePoint {
+    pub ran: Option<usize>,
+    pub context: usize,
+    pub species: usize,
+    pub treatment: usize,
+    pub x: f64,
+}
+
+/// Checks that every point names a curve of `model` and lies within the
+/// bins' span [0.5, bins + 0.5].
+fn check_points(model: &CountModel, points: &[CurvePoint]) -> Result<(), String> {
+    let shape = model.table().shape();
+    let bins = shape.bins as f64;
+    for (i, point) in points.iter().enumerate() {
+        if point.ran.is_some_and(|r| r >= shape.ran_levels)
+            || point.context >= shape.contexts
+            || point.species >= shape.species
+            || point.treatment >= shape.treatments
+        {
+            return Err(format!("curve point {} is outside the model", i + 1));
+        }
+        if !(point.x.is_finite() && point.x >= 0.5 && point.x <= bins + 0.5) {
+            return Err(format!(
+                "curve point {} is at {}, outside the bins' span [0.5, {}]",
+                i + 1,
+                point.x,
+                bins + 0.5
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Ψ at each point for each reported vector of `samples` (one vector after
+/// another), sample-major: the curves of [`predictions_at`] evaluated at any
+/// position. NaN where a curve is not informed.
+pub(crate) fn curves_at(
+    model: &CountModel,
+    samples: &[f64],
+    points: &[CurvePoint],
+) -> Result<Vec<f64>, String> {
+    let layout = CountLayout::new(model.design(), model.structure())?;
+    if layout.len() == 0 || samples.len() % layout.len() != 0 {
+        return Err("samples must hold whole parameter vectors".into());
+    }
+    check_points(model, points)?;
+    let shape = model.table().shape();
+    let axis = model.axis();
+    let mut out = Vec::with_capacity(points.len() * samples.len() / layout.len());
+    for reported in samples.chunks(layout.len()) {
+        let thetas: Vec<Vec<Option<Vec<f64>>>> = (0..shape.species)
+            .map(|s| population_thetas(model, &layout, reported, s))
+            .collect();
+        for point in points {
+            let (c, s) = (point.context, point.species);
+            let degree = model.structure().degree(c, s);
+            let u = point
+                .ran
+                .map_or([0.0; 3], |r| animal_effects(&layout, reported, s, r));
+            out.push(match &thetas[s][c * shape.treatments + point.treatment] {
+                Some(theta) if u.iter().all(|v| v.is_finite()) => {
+                    let mut curve = WarpedCurve::new(degree);
+                    curve.set(theta, u, axis);
+                    BinDerivatives::new(degree).evaluate(curve.values(), point.x)
+                }
+                _ => f64::NAN,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Ψ of the population curve at each point (its `ran` must be None) and the
+/// gradient of Ψ in the reported vector, point-major (one full-length row
+/// per point; NaN rows where the curve is not informed), for the delta
+/// method. The population curve's values are W·β, so ∂Ψ/∂β of block k,
+/// treatment column i is W[t, i] times ∂Ψ/∂v of that value.
+pub(crate) fn population_gradients(
+    model: &CountModel,
+    reported: &[f64],
+    points: &[CurvePoint],
+) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let layout = checked_layout(model, reported)?;
+    check_points(model, points)?;
+    if points.iter().any(|p| p.ran.is_some()) {
+        return Err("gradients are of population curves only".into());
+    }
+    let design = model.design();
+    let shape = model.table().shape();
+    let axis = model.axis();
+    let n = layout.len();
+    let thetas: Vec<Vec<Option<Vec<f64>>>> = (0..shape.species)
+        .map(|s| population_thetas(model, &layout, reported, s))
+        .collect();
+    let mut values = Vec::with_capacity(points.len());
+    let mut gradients = vec![0.0; points.len() * n];
+    for (i, point) in points.iter().enumerate() {
+        let (c, s, t) = (point.context, point.species, point.treatment);
+        let row = &mut gradients[i * n..(i + 1) * n];
+        let Some(theta) = &thetas[s][c * shape.treatments + t] else {
+            values.push(f64::NAN);
+            row.fill(f64::NAN);
+            continue;
+        };
+        let degree = model.structure().degree(c, s);
+        let mut curve = WarpedCurve::new(degree);
+        curve.set(theta, [0.0; 3], axis);
+        let mut bin = BinDerivatives::new(degree);
+        values.push(bin.evaluate(curve.values(), point.x));
+        // ∂Ψ/∂v, v = [rates, slopes, points].
+        let components = (0..=degree)
+            .map(|k| (Component::Rate, k, k))
+            .chain((0..degree).map(|k| (Component::Slope, k, degree + 1 + k)))
+            .chain((0..degree).map(|k| (Component::Point, k, 2 * degree + 1 + k)));
+        for (component, k, v) in components {
+            for (column, &w) in design.weight_row(t).iter().enumerate() {
+                if w == 0.0 {
+                    continue;
+                }
+                if let Some(index) = layout.original.beta_index(component, c, s, k, column) {
+                    row[index] += w * bin.gradient[v];
+                }
+            }
+        }
+    }
+    Ok((values, gradients))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests_support::fitted_plan;
+    use super::*;
+    use crate::nb::fit::reported_parameters;
+    use crate::nb::layout::CountRole;
+
+    #[test]
+    fn curves_at_whole_bins_are_the_predictions_and_fractional_bins_lie_between() {
+        let plan = fitted_plan(6);
+        let reported = reported_parameters(&plan.model, &plan.estimate.species).unwrap();
+        let predicted = predictions_at(&plan.model, &reported).unwrap();
+        let table = plan.model.table();
+        let shape = table.shape();
+        let (bins, treatments) = (shape.bins, shape.treatments);
+        let mut points = Vec::new();
+        let mut expected = Vec::new();
+        for s in 0..shape.species {
+            for c in 0..shape.contexts {
+                for t in 0..treatments {
+                    for b in [1, 2, bins] {
+                        points.push(CurvePoint {
+                            ran: None,
+                            context: c,
+                            species: s,
+                            treatment: t,
+                            x: b as f64,
+                        });
+                        expected.push(
+                            predicted.population
+                                [((s * shape.contexts + c) * treatments + t) * bins + b - 1],
+                        );
+                        let r = shape.ran_levels - 1;
+                        points.push(CurvePoint {
+                            ran: Some(r),
+                            x: b as f64,
+                            ..points[points.len() - 1]
+                        });
+                        expected.push(
+                            predicted.animal
+                                [s * table.key_count() + table.block_key(r, c, t) + b - 1],
+                        );
+                    }
+                }
+            }
+        }
+        let values = curves_at(&plan.model, &reported, &points).unwrap();
+        assert_eq!(values.len(), expected.len());
+        for (value, wanted) in values.iter().zip(&expected) {
+            assert!(value.to_bits() == wanted.to_bits(), "{value} vs {wanted}");
+        }
+        // Two samples: one result per point and sample, sample-major.
+        let twice = [reported.clone(), reported.clone()].concat();
+        let both = curves_at(&plan.model, &twice, &points[..2]).unwrap();
+        assert_eq!(both, [&values[..2], &values[..2]].concat());
+        // Halfway between two bins, a monotone stretch stays between them.
+        let half = CurvePoint {
+            x: 1.5,
+            ..points[0]
+        };
+        let middle = curves_at(&plan.model, &reported, &[half]).unwrap()[0];
+        let (a, b) = (expected[0], expected[2]);
+        assert!(middle >= a.min(b) - 1e-12 && middle <= a.max(b) + 1e-12);
+        let outside = CurvePoint { x: 0.25, ..half };
+        assert!(curves_at(&plan.model, &reported, &[outside]).is_err());
+        let unknown = CurvePoint {
+            ran: Some(shape.ran_levels),
+            ..half
+        };
+        assert!(curves_at(&plan.model, &reported, &[unknown]).is_err());
+    }
+
+    #[test]
+    fn population_gradients_match_finite_differences() {
+        let plan = fitted_plan(6);
+        let reported = reported_parameters(&plan.model, &plan.estimate.species).unwrap();
+        let shape = plan.model.table().shape();
+        let points: Vec<CurvePoint> = (0..shape.treatments)
+            .flat_map(|t| {
+                [1.0, 7.3, shape.bins as f64 * 0.55].map(|x| CurvePoint {
+                    ran: None,
+                    context: 0,
+                    species: 0,
+                    treatment: t,
+                    x,
+                })
+            })
+            .collect();
+        let (values, gradients) = population_gradients(&plan.model, &reported, &points).unwrap();
+        assert_eq!(values, curves_at(&plan.model, &reported, &points).unwrap());
+        let n = reported.len();
+        let layout = CountLayout::new(plan.model.design(), plan.model.structure()).unwrap();
+        let roles = layout.roles();
+        for (j, role) in roles.iter().enumerate() {
+            let is_beta = matches!(
+                role,
+                CountRole::Original(crate::design::ParameterRole::Beta { species: 0, .. })
+            );
+            let step = 1e-6 * reported[j].abs().max(1.0);
+            let mut up = reported.clone();
+            let mut down = reported.clone();
+            up[j] += step;
+            down[j] -= step;
+            let above = curves_at(&plan.model, &up, &points).unwrap();
+            let below = curves_at(&plan.model, &down, &points).unwrap();
+            for i in 0..points.len() {
+                let numeric = (above[i] - below[i]) / (2.0 * step);
+                let analytic = gradients[i * n + j];
+                if is_beta {
+                    assert!(
+                        (analytic - numeric).abs() <= 1e-5 * numeric.abs().max(1.0),
+                        "parameter {j}, point {i}: {analytic} vs {numeric}"
+                    );
+                } else {
+                    assert_eq!(analytic, 0.0, "parameter {j} is not a fixed effect");
+                }
+            }
+        }
+        let animal = CurvePoint {
+            ran: Some(0),
+            ..points[0]
+        };
+        assert!(population_gradients(&plan.model, &reported, &[animal]).is_err());
+    }
+
+    #[test]
+    fn population_predictions_have_no_warp_and_animal_ones_do() {
+        let plan = fitted_plan(6);
+        let reported = reported_parameters(&plan.model, &plan.estimate.species).unwrap();
+        let predicted = predictions_at(&plan.model, &reported).unwrap();
+        let shape = plan.model.table().shape();
+        assert_eq!(
+            predicted.animal.len(),
+            shape.species * plan.model.table().key_count()
+        );
+        assert_eq!(
+            predicted.population.len(),
+            shape.species * shape.contexts * shape.treatments * shape.bins
+        );
+        assert_ne!(
+            &predicted.animal[..shape.bins],
+            &predicted.population[..shape.bins]
+        );
+    }
+}
