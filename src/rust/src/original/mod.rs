@@ -7,7 +7,9 @@
 //! - [`objective`]: the [`Model`], its nll, penalty and analytic gradient;
 //! - [`build`]: the model from coded tokens;
 //! - [`start`]: initial parameters from detected change points;
-//! - [`fit`]: the L-BFGS driver and the feasibility repair;
+//! - [`fit`]: the fit's settings, codes and penalised nll;
+//! - [`lbfgs`]: the guarded L-BFGS the fit and the repair run;
+//! - [`repair`]: the feasibility repair of a starting vector;
 //! - [`pipeline`]: detection, start and fit, and the grid search;
 //! - [`replicate`]: the bootstrap plan and one replicate;
 //! - [`bands`]: prediction bands over parameter samples.
@@ -15,8 +17,10 @@
 pub(crate) mod bands;
 pub(crate) mod build;
 pub(crate) mod fit;
+pub(crate) mod lbfgs;
 pub(crate) mod objective;
 pub(crate) mod pipeline;
+pub(crate) mod repair;
 pub(crate) mod replicate;
 pub(crate) mod start;
 

@@ -7,7 +7,8 @@ use crate::changepoint::{detect_structure, DetectedStructure, DetectionSettings}
 use crate::design::Structure;
 use crate::engine::{self, PoolOptions};
 use crate::error::Error;
-use crate::original::fit::{fit, repair_feasibility, FitSettings, RepairOutcome};
+use crate::original::fit::{fit, FitSettings};
+use crate::original::repair::{repair_feasibility, RepairOutcome};
 use crate::original::Model;
 use crate::original::{initial_parameters, StartSettings};
 use crate::outcome::{FitSummary, Outcome, ProcessStats};
