@@ -5,99 +5,6 @@
 #' @useDynLib wispack, .registration = TRUE
 NULL
 
-#' Build a model from coded token columns and return its saved state.
-#' Levels are coded from 0; `factor_codes` holds one column per factor,
-#' column-major; `time_series` is the 0-based factor index or -1;
-#' `degrees` holds one degree per (context, species), context-major.
-#' @keywords internal
-#' @noRd
-model_build_rust <- function(count, bin, context, species, ran, factor_codes, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, degrees, warp_precision, buffer_factor, max_penalty_at_distance_factor, round_none) rust_result(.Call(wrap__model_build_rust, count, bin, context, species, ran, factor_codes, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, degrees, warp_precision, buffer_factor, max_penalty_at_distance_factor, round_none))
-
-#' Describe the model of a saved model or plan: parameters, treatments,
-#' weights, curves, summed table. Every row comes with its labels, so R
-#' never relies on the order of the core's arrays.
-#' @keywords internal
-#' @noRd
-model_describe_rust <- function(bytes) rust_result(.Call(wrap__model_describe_rust, bytes))
-
-#' Predicted log rates (`pred.log`) for every summed row.
-#' @keywords internal
-#' @noRd
-model_predict_rust <- function(bytes, x) rust_result(.Call(wrap__model_predict_rust, bytes, x))
-
-#' Ψ at curve points (fractional bins allowed) for each parameter vector of
-#' `samples` (one after another), sample-major. `block` indexes the model's
-#' random levels as `model_describe_rust()` lists them (population included).
-#' @keywords internal
-#' @noRd
-model_curves_rust <- function(bytes, samples, block, context, species, treatment, x) rust_result(.Call(wrap__model_curves_rust, bytes, samples, block, context, species, treatment, x))
-
-#' Whether `x` is feasible: every boundary distance positive and every
-#' predicted log rate finite and at least -0.01.
-#' @keywords internal
-#' @noRd
-model_is_feasible_rust <- function(bytes, x) rust_result(.Call(wrap__model_is_feasible_rust, bytes, x))
-
-#' Per summed row, quantiles of the predicted log rate over parameter
-#' samples (`samples`: one parameter vector after another).
-#' @keywords internal
-#' @noRd
-model_prediction_bands_rust <- function(bytes, samples, probabilities) rust_result(.Call(wrap__model_prediction_bands_rust, bytes, samples, probabilities))
-
-#' The model's rules: defaults of the model settings, limits, reserved names.
-#' @keywords internal
-#' @noRd
-model_rules_rust <- function() rust_result(.Call(wrap__model_rules_rust))
-
-#' The rate at curve values `psi` (log(1 + rate) scale) under a likelihood:
-#' the count model's smooth floor for `"nb"`, e^Ψ − 1 for `"original"`. R
-#' asks for it (predictions, plots, the simulator) rather than keeping its
-#' own copy of the floor.
-#' @keywords internal
-#' @noRd
-curve_rate_rust <- function(psi, likelihood) rust_result(.Call(wrap__curve_rate_rust, psi, likelihood))
-
-#' Objective value, parts, gradient and boundary distances at `x`, with the
-#' barrier anchored at `start` (test hook).
-#' @keywords internal
-#' @noRd
-model_objective_rust <- function(bytes, x, start) rust_result(.Call(wrap__model_objective_rust, bytes, x, start))
-
-#' Seconds per value-and-gradient evaluation, timed inside Rust over
-#' `repeats` calls (benchmark hook).
-#' @keywords internal
-#' @noRd
-model_time_evaluation_rust <- function(bytes, x, repeats) rust_result(.Call(wrap__model_time_evaluation_rust, bytes, x, repeats))
-
-#' Recomputes the checksum of a saved state whose payload a test changed
-#' (test hook).
-#' @keywords internal
-#' @noRd
-saved_reseal_rust <- function(bytes) rust_result(.Call(wrap__saved_reseal_rust, bytes))
-
-#' Detect the structure of a model's data (or take `degrees`, one per
-#' (context, species), context-major; empty: detect), then fit it. Returns
-#' the fit's saved plan, its diagnostics row, start and change points.
-#' @keywords internal
-#' @noRd
-wisp_fit_rust <- function(bytes, window, cutoff, method, ctol, max_evals, rise_threshold_factor, seed, degrees) rust_result(.Call(wrap__wisp_fit_rust, bytes, window, cutoff, method, ctol, max_evals, rise_threshold_factor, seed, degrees))
-
-#' The LRO grid search: every (window factor, cutoff) pair detected, each
-#' distinct structure fitted once in a forked child. `progress(stage, done,
-#' total)` (an R function, or NULL) is told, through a [`Relay`], the number
-#' of distinct structures (stage "grid", done = 0) and each fit as it ends;
-#' a jump out of it stops the search and is handed back to R. Returns the
-#' grid's columns (`points`) and the 1-based row of the point of least
-#' `cost` ("NLL", "AIC" or "BIC"; `best`), chosen as under "nb".
-#' @keywords internal
-#' @noRd
-wisp_grid_search_rust <- function(bytes, cost, method, ctol, max_evals, rise_threshold_factor, seed, workers, progress) rust_result(.Call(wrap__wisp_grid_search_rust, bytes, cost, method, ctol, max_evals, rise_threshold_factor, seed, workers, progress))
-
-#' Fit a model (with its structure) from a given start (benchmark hook).
-#' @keywords internal
-#' @noRd
-model_fit_rust <- function(bytes, start, ctol, max_evals) rust_result(.Call(wrap__model_fit_rust, bytes, start, ctol, max_evals))
-
 #' Fit the count model to coded token columns. `factor_codes` holds one
 #' column per factor, column-major; `cell` a cell id per token (coded from 0)
 #' or nothing; `settings` a named list: `exposure`, `degrees` (one per
@@ -168,6 +75,99 @@ count_lr_replicate_rust <- function(reduced, full, seed, replicate) rust_result(
 #' @keywords internal
 #' @noRd
 count_objective_rust <- function(plan, species, x) rust_result(.Call(wrap__count_objective_rust, plan, species, x))
+
+#' Build a model from coded token columns and return its saved state.
+#' Levels are coded from 0; `factor_codes` holds one column per factor,
+#' column-major; `time_series` is the 0-based factor index or -1;
+#' `degrees` holds one degree per (context, species), context-major.
+#' @keywords internal
+#' @noRd
+model_build_rust <- function(count, bin, context, species, ran, factor_codes, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, degrees, warp_precision, buffer_factor, max_penalty_at_distance_factor, round_none) rust_result(.Call(wrap__model_build_rust, count, bin, context, species, ran, factor_codes, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, degrees, warp_precision, buffer_factor, max_penalty_at_distance_factor, round_none))
+
+#' Describe the model of a saved model or plan: parameters, treatments,
+#' weights, curves, summed table. Every row comes with its labels, so R
+#' never relies on the order of the core's arrays.
+#' @keywords internal
+#' @noRd
+model_describe_rust <- function(bytes) rust_result(.Call(wrap__model_describe_rust, bytes))
+
+#' Predicted log rates (`pred.log`) for every summed row.
+#' @keywords internal
+#' @noRd
+model_predict_rust <- function(bytes, x) rust_result(.Call(wrap__model_predict_rust, bytes, x))
+
+#' Ψ at curve points (fractional bins allowed) for each parameter vector of
+#' `samples` (one after another), sample-major. `block` indexes the model's
+#' random levels as `model_describe_rust()` lists them (population included).
+#' @keywords internal
+#' @noRd
+model_curves_rust <- function(bytes, samples, block, context, species, treatment, x) rust_result(.Call(wrap__model_curves_rust, bytes, samples, block, context, species, treatment, x))
+
+#' Whether `x` is feasible: every boundary distance positive and every
+#' predicted log rate finite and at least -0.01.
+#' @keywords internal
+#' @noRd
+model_is_feasible_rust <- function(bytes, x) rust_result(.Call(wrap__model_is_feasible_rust, bytes, x))
+
+#' Per summed row, quantiles of the predicted log rate over parameter
+#' samples (`samples`: one parameter vector after another).
+#' @keywords internal
+#' @noRd
+model_prediction_bands_rust <- function(bytes, samples, probabilities) rust_result(.Call(wrap__model_prediction_bands_rust, bytes, samples, probabilities))
+
+#' Objective value, parts, gradient and boundary distances at `x`, with the
+#' barrier anchored at `start` (test hook).
+#' @keywords internal
+#' @noRd
+model_objective_rust <- function(bytes, x, start) rust_result(.Call(wrap__model_objective_rust, bytes, x, start))
+
+#' Seconds per value-and-gradient evaluation, timed inside Rust over
+#' `repeats` calls (benchmark hook).
+#' @keywords internal
+#' @noRd
+model_time_evaluation_rust <- function(bytes, x, repeats) rust_result(.Call(wrap__model_time_evaluation_rust, bytes, x, repeats))
+
+#' Detect the structure of a model's data (or take `degrees`, one per
+#' (context, species), context-major; empty: detect), then fit it. Returns
+#' the fit's saved plan, its diagnostics row, start and change points.
+#' @keywords internal
+#' @noRd
+wisp_fit_rust <- function(bytes, window, cutoff, method, ctol, max_evals, rise_threshold_factor, seed, degrees) rust_result(.Call(wrap__wisp_fit_rust, bytes, window, cutoff, method, ctol, max_evals, rise_threshold_factor, seed, degrees))
+
+#' The LRO grid search: every (window factor, cutoff) pair detected, each
+#' distinct structure fitted once in a forked child. `progress(stage, done,
+#' total)` (an R function, or NULL) is told, through a [`Relay`], the number
+#' of distinct structures (stage "grid", done = 0) and each fit as it ends;
+#' a jump out of it stops the search and is handed back to R. Returns the
+#' grid's columns (`points`) and the 1-based row of the point of least
+#' `cost` ("NLL", "AIC" or "BIC"; `best`), chosen as under "nb".
+#' @keywords internal
+#' @noRd
+wisp_grid_search_rust <- function(bytes, cost, method, ctol, max_evals, rise_threshold_factor, seed, workers, progress) rust_result(.Call(wrap__wisp_grid_search_rust, bytes, cost, method, ctol, max_evals, rise_threshold_factor, seed, workers, progress))
+
+#' Fit a model (with its structure) from a given start (benchmark hook).
+#' @keywords internal
+#' @noRd
+model_fit_rust <- function(bytes, start, ctol, max_evals) rust_result(.Call(wrap__model_fit_rust, bytes, start, ctol, max_evals))
+
+#' The model's rules: defaults of the model settings, limits, reserved names.
+#' @keywords internal
+#' @noRd
+model_rules_rust <- function() rust_result(.Call(wrap__model_rules_rust))
+
+#' The rate at curve values `psi` (log(1 + rate) scale) under a likelihood:
+#' the count model's smooth floor for `"nb"`, e^Ψ − 1 for `"original"`. R
+#' asks for it (predictions, plots, the simulator) rather than keeping its
+#' own copy of the floor.
+#' @keywords internal
+#' @noRd
+curve_rate_rust <- function(psi, likelihood) rust_result(.Call(wrap__curve_rate_rust, psi, likelihood))
+
+#' Recomputes the checksum of a saved state whose payload a test changed
+#' (test hook).
+#' @keywords internal
+#' @noRd
+saved_reseal_rust <- function(bytes) rust_result(.Call(wrap__saved_reseal_rust, bytes))
 
 #' Decodes a fit's saved plan (checking it); returns its parameter names,
 #' its likelihood, its checkpoint key for the resampling scheme and the

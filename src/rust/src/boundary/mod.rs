@@ -10,10 +10,16 @@
 
 mod bootstrap;
 mod checkpoint;
-mod count;
+mod convert;
 mod engine;
-mod fit;
-mod model;
+mod nb;
+mod nb_describe;
+mod nb_inference;
+mod nb_predict;
+mod original;
+mod original_fit;
+mod rules;
+mod saved;
 
 use crate::engine::{MemoryReport, PoolOptions, Schedule, TasksPerChild, WorkerKind};
 use crate::error::Error;
@@ -416,9 +422,14 @@ fn without_test_hooks(what: &str) -> Error {
 
 extendr_module! {
     mod boundary;
-    use model;
-    use fit;
-    use count;
+    use nb;
+    use nb_describe;
+    use nb_predict;
+    use nb_inference;
+    use original;
+    use original_fit;
+    use rules;
+    use saved;
     use bootstrap;
     use checkpoint;
     use engine;

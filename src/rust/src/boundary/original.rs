@@ -1,127 +1,18 @@
 //! R entry points for models: build, describe, predict, bands, rules.
 
-use super::{index_column, index_option, RResult};
-use crate::data::CodedTokens;
-use crate::design::{Design, Factor, ParameterRole};
+use super::convert::{bins_option, design_from_r, tokens_from_r};
+use super::{index_column, RResult};
+use crate::design::ParameterRole;
 use crate::error::Error;
+use crate::original;
 use crate::original::objective::CurvePoint;
 use crate::original::{Model, Objective, Settings};
 use crate::rules;
 use crate::saved;
-use crate::{design, original};
 use extendr_api::prelude::*;
 
 fn decode_model(bytes: &Raw) -> RResult<Model> {
     saved::decode_model(bytes.as_slice())
-}
-
-/// Token columns coded from 0 (bins from 1); `factor_codes` holds one
-/// column per factor, column-major.
-pub(super) fn tokens_from_r(
-    count: Vec<f64>,
-    bin: Vec<i32>,
-    context: Vec<i32>,
-    species: Vec<i32>,
-    ran: Vec<i32>,
-    factor_codes: Vec<i32>,
-    factor_count: usize,
-) -> RResult<CodedTokens> {
-    let n = count.len();
-    if factor_count.checked_mul(n) != Some(factor_codes.len()) {
-        return Err(Error::input("fixed-effect codes do not match the factors"));
-    }
-    Ok(CodedTokens {
-        count,
-        bin,
-        context: index_column(context, "context")?,
-        species: index_column(species, "species")?,
-        ran: index_column(ran, "ran")?,
-        factor_levels: factor_codes
-            .chunks(n.max(1))
-            .take(factor_count)
-            .map(|column| index_column(column.to_vec(), "fixed effects"))
-            .collect::<RResult<_>>()?,
-    })
-}
-
-/// The design from R's labels; `time_series` is the 0-based factor index or -1.
-pub(super) fn design_from_r(
-    context_levels: Vec<String>,
-    species_levels: Vec<String>,
-    ran_levels: Vec<String>,
-    factor_names: &[String],
-    factor_levels: List,
-    time_series: i32,
-) -> RResult<Design> {
-    if factor_levels.len() != factor_names.len() {
-        return Err(Error::input("fixed-effect codes do not match the factors"));
-    }
-    let mut factors = Vec::with_capacity(factor_names.len());
-    for (f, (name, levels)) in factor_names.iter().zip(factor_levels.values()).enumerate() {
-        let levels: Vec<String> = levels
-            .as_string_vector()
-            .ok_or_else(|| Error::input(format!("levels of factor `{name}` must be strings")))?;
-        factors.push(if f as i32 == time_series {
-            Factor::time_series(name.clone(), levels)
-        } else {
-            Factor::new(name.clone(), levels)
-        });
-    }
-    Design::new(context_levels, species_levels, ran_levels, factors).map_err(Error::input)
-}
-
-/// The number of bins, checked against the limit.
-pub(super) fn bins_option(bins: i32) -> RResult<usize> {
-    let bins = index_option(bins, "bins")?;
-    if bins == 0 || bins > rules::MAX_BINS {
-        return Err(Error::input(format!(
-            "a model has between 1 and {} bins, not {bins}",
-            rules::MAX_BINS
-        )));
-    }
-    Ok(bins)
-}
-
-/// What R needs to know about a design: treatments with their levels, the
-/// factors, W, and the labels.
-pub(super) fn design_fields(design: &Design) -> Vec<(&'static str, Robj)> {
-    let treatment_levels =
-        List::from_values(design.factors().iter().enumerate().map(|(f, factor)| {
-            design
-                .treatments()
-                .iter()
-                .map(|t| factor.levels[t.levels[f]].clone())
-                .collect::<Vec<String>>()
-        }));
-    let weights = List::from_values(
-        (0..design.treatment_count()).map(|predicted| design.weight_row(predicted).to_vec()),
-    );
-    let time_series: Vec<String> = design
-        .factors()
-        .iter()
-        .filter(|f| f.is_time_series)
-        .map(|f| f.name.clone())
-        .collect();
-    vec![
-        ("treatments", r!(design.treatment_names())),
-        (
-            "factor_names",
-            r!(design
-                .factors()
-                .iter()
-                .map(|f| f.name.clone())
-                .collect::<Vec<String>>()),
-        ),
-        (
-            "factor_levels",
-            List::from_values(design.factors().iter().map(|f| f.levels.clone())).into(),
-        ),
-        ("time_series", r!(time_series)),
-        ("treatment_levels", treatment_levels.into()),
-        ("weights", weights.into()),
-        ("contexts", r!(design.contexts().to_vec())),
-        ("species", r!(design.species().to_vec())),
-    ]
 }
 
 /// Build a model from coded token columns and return its saved state.
@@ -455,63 +346,6 @@ fn model_prediction_bands_rust(
     Ok(List::from_values(bands))
 }
 
-/// The model's rules: defaults of the model settings, limits, reserved names.
-/// @keywords internal
-/// @noRd
-#[extendr]
-fn model_rules_rust() -> List {
-    let defaults = List::from_pairs(rules::defaults().into_iter().map(|(name, value)| {
-        let value: Robj = match value {
-            rules::Default::Number(v) => r!(v),
-            rules::Default::Whole(v) => r!(v as f64),
-            rules::Default::Flag(v) => r!(v),
-            rules::Default::Text(v) => r!(v),
-        };
-        (name, value)
-    }));
-    let control = List::from_pairs(rules::control_defaults().into_iter().map(|(name, value)| {
-        let value: Robj = match value {
-            rules::Default::Number(v) => r!(v),
-            rules::Default::Whole(v) => r!(v as f64),
-            rules::Default::Flag(v) => r!(v),
-            rules::Default::Text(v) => r!(v),
-        };
-        (name, value)
-    }));
-    let limits = list!(
-        buffer_factor = rules::BUFFER_FACTOR_LIMIT,
-        rise_threshold_factor = rules::RISE_THRESHOLD_FACTOR_LIMIT,
-        max_bins = rules::MAX_BINS as f64,
-        max_treatments = design::MAX_TREATMENTS as f64,
-        max_degree = design::MAX_DEGREE as f64
-    );
-    list!(
-        defaults = defaults,
-        control = control,
-        limits = limits,
-        reference_treatment = design::REFERENCE_TREATMENT,
-        population_level = rules::POPULATION_LEVEL
-    )
-}
-
-/// The rate at curve values `psi` (log(1 + rate) scale) under a likelihood:
-/// the count model's smooth floor for `"nb"`, e^Ψ − 1 for `"original"`. R
-/// asks for it (predictions, plots, the simulator) rather than keeping its
-/// own copy of the floor.
-/// @keywords internal
-/// @noRd
-#[extendr]
-fn curve_rate_rust(psi: Vec<f64>, likelihood: &str) -> RResult<Vec<f64>> {
-    match likelihood {
-        "nb" => Ok(psi
-            .iter()
-            .map(|&v| crate::nb::family::rate(v).value)
-            .collect()),
-        "original" => Ok(psi.iter().map(|&v| v.exp_m1()).collect()),
-        other => Err(Error::input(format!("unknown likelihood \"{other}\""))),
-    }
-}
-
 /// Objective value, parts, gradient and boundary distances at `x`, with the
 /// barrier anchored at `start` (test hook).
 /// @keywords internal
@@ -565,30 +399,14 @@ fn model_time_evaluation_rust(bytes: Raw, x: Vec<f64>, repeats: i32) -> RResult<
     Err(super::without_test_hooks("model_time_evaluation_rust()"))
 }
 
-/// Recomputes the checksum of a saved state whose payload a test changed
-/// (test hook).
-/// @keywords internal
-/// @noRd
-#[extendr]
-#[cfg_attr(not(feature = "test-hooks"), allow(unused_variables))]
-fn saved_reseal_rust(bytes: Raw) -> RResult<Raw> {
-    #[cfg(feature = "test-hooks")]
-    return saved::reseal(bytes.as_slice()).map(|b| Raw::from_bytes(&b));
-    #[cfg(not(feature = "test-hooks"))]
-    Err(super::without_test_hooks("saved_reseal_rust()"))
-}
-
 extendr_module! {
-    mod model;
+    mod original;
     fn model_build_rust;
     fn model_describe_rust;
     fn model_predict_rust;
     fn model_curves_rust;
     fn model_is_feasible_rust;
     fn model_prediction_bands_rust;
-    fn model_rules_rust;
-    fn curve_rate_rust;
     fn model_objective_rust;
     fn model_time_evaluation_rust;
-    fn saved_reseal_rust;
 }

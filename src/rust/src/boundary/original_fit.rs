@@ -189,7 +189,7 @@ fn grid_search(
     let observations = base.table().observed_row_count();
     let best = best_point(&points, cost, observations).map_err(Error::input)?;
     Ok(list!(
-        points = super::count::grid_columns(&points, observations),
+        points = super::nb::grid_columns(&points, observations),
         best = best as i32 + 1
     ))
 }
@@ -224,7 +224,7 @@ fn model_fit_rust(bytes: Raw, start: Vec<f64>, ctol: f64, max_evals: i32) -> RRe
 }
 
 extendr_module! {
-    mod fit;
+    mod original_fit;
     fn wisp_fit_rust;
     fn wisp_grid_search_rust;
     fn model_fit_rust;

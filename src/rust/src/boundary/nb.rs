@@ -1,0 +1,459 @@
+//! R entry points for the count likelihood (`likelihood = "nb"`): the fit
+//! from token columns, the description of a fitted plan, predictions and
+//! bands, the Wald covariance, and the objective (for tests).
+
+use super::convert::{
+    bins_option, design_from_r, number, numbers, optional_number, strings, text, tokens_from_r,
+    whole_setting,
+};
+use super::{index_column, outcome_columns, pool_options, user_interrupt_pending, RResult, Relay};
+use crate::bootstrap::Plan;
+use crate::changepoint::grid::{best_point, GridCost, GridPoint, StructureMethod};
+use crate::changepoint::DetectionMethod;
+use crate::changepoint::DetectionSettings;
+use crate::error::Error;
+use crate::nb::build::build_count_model;
+use crate::nb::fit::CountFitSettings;
+use crate::nb::pipeline::CountPlan;
+use crate::nb::select::CurveSelection;
+use crate::nb::table::Exposure;
+use crate::nb::{degrees, pipeline};
+use crate::saved;
+use extendr_api::prelude::*;
+
+fn exposure_of(name: &str) -> RResult<Option<Exposure>> {
+    match name {
+        "auto" => Ok(None),
+        "cells" => Ok(Some(Exposure::Cells)),
+        "tokens" => Ok(Some(Exposure::Tokens)),
+        "none" => Ok(Some(Exposure::Unit)),
+        other => Err(Error::input(format!(
+            "exposure must be \"auto\", \"cells\", \"tokens\" or \"none\", not \"{other}\""
+        ))),
+    }
+}
+
+fn fit_settings(settings: &List) -> RResult<CountFitSettings> {
+    let fixed = numbers(settings, "fixed_sd")?;
+    let mut fit = CountFitSettings {
+        fixed_sigma: match fixed.len() {
+            0 => None,
+            3 => Some([fixed[0], fixed[1], fixed[2]]),
+            n => {
+                return Err(Error::input(format!(
+                    "fixed_sd needs 3 values (point, rate, slope), not {n}"
+                )))
+            }
+        },
+        rise_threshold_factor: number(settings, "rise_threshold_factor")?,
+        slope_prior_sd: number(settings, "slope_prior_sd")?,
+        step_prior_sd: number(settings, "step_prior_sd")?,
+        effect_prior_sd: number(settings, "effect_prior_sd")?,
+        fixed_dispersion: match numbers(settings, "fixed_dispersion")?.as_slice() {
+            [] => None,
+            [phi] => Some(*phi),
+            more => {
+                return Err(Error::input(format!(
+                    "fixed_dispersion needs 1 value, not {}",
+                    more.len()
+                )))
+            }
+        },
+        ..CountFitSettings::default()
+    };
+    // The Newton fit's limits (wisp_control()); an absent entry keeps the default.
+    if let Some(value) = optional_number(settings, "newton_max_iterations")? {
+        fit.newton.max_iterations = whole_setting("newton_max_iterations", value)?;
+    }
+    if let Some(value) = optional_number(settings, "newton_gradient_tolerance")? {
+        fit.newton.gradient_tolerance = value;
+    }
+    if let Some(value) = optional_number(settings, "newton_decrement_tolerance")? {
+        fit.newton.decrement_tolerance = value;
+    }
+    if let Some(value) = optional_number(settings, "max_variance_updates")? {
+        fit.max_variance_updates = whole_setting("max_variance_updates", value)?;
+    }
+    if let Some(value) = optional_number(settings, "variance_tolerance")? {
+        fit.variance_tolerance = value;
+    }
+    fit.validate().map_err(Error::input)?;
+    Ok(fit)
+}
+
+fn detection_settings(settings: &List, window: f64, cutoff: f64) -> RResult<DetectionSettings> {
+    let method = text(settings, "method")?;
+    let detection = DetectionSettings {
+        buffer_factor: number(settings, "buffer_factor")?,
+        lro_cutoff: cutoff,
+        lro_window_factor: window,
+        method: DetectionMethod::from_name(&method)
+            .ok_or_else(|| Error::input(format!("unknown LRO_method \"{method}\"")))?,
+    };
+    detection.validate().map_err(Error::input)?;
+    Ok(detection)
+}
+
+/// The grid search's table, one row per grid point (both likelihoods).
+pub(super) fn grid_columns(points: &[GridPoint], observations: usize) -> List {
+    let column = |f: &dyn Fn(&GridPoint) -> f64| points.iter().map(f).collect::<Vec<_>>();
+    list!(
+        LROwindow_factor = column(&|p| p.window_factor),
+        LROcutoff = column(&|p| p.cutoff),
+        neg_loglik = column(&|p| p.nll()),
+        penalized_neg_loglik = column(&|p| p.fit.as_ref().map_or(f64::NAN, |f| f.objective)),
+        code = points
+            .iter()
+            .map(|p| match &p.fit {
+                Ok(fit) => fit.code.clone(),
+                Err(reason) => reason.clone(),
+            })
+            .collect::<Vec<_>>(),
+        converged = points
+            .iter()
+            .map(|p| p.fit.as_ref().is_ok_and(|f| f.converged))
+            .collect::<Vec<_>>(),
+        n_params = points
+            .iter()
+            .map(|p| p.parameter_count() as i32)
+            .collect::<Vec<_>>(),
+        AIC = column(&|p| p.aic()),
+        BIC = column(&|p| p.bic(observations)),
+        structure = points
+            .iter()
+            .map(|p| p.structure as i32 + 1)
+            .collect::<Vec<_>>()
+    )
+}
+
+/// Fit the count model to coded token columns. `factor_codes` holds one
+/// column per factor, column-major; `cell` a cell id per token (coded from 0)
+/// or nothing; `settings` a named list: `exposure`, `degrees` (one per
+/// (context, species), context-major, or NULL to detect), `lro_cost`
+/// ("none", "AIC", "BIC", "NLL"), `structure` ("likelihood": each curve's
+/// degree chosen by the count likelihood, model vignette §12.6; "lro": the
+/// change-point detector, with the grid search unless `lro_cost` is "none"),
+/// `window`, `cutoff`, `method`,
+/// `buffer_factor`, `rise_threshold_factor`, `slope_prior_sd`, `step_prior_sd`,
+/// `effect_prior_sd`, `fixed_sd`
+/// (NULL or point, rate, slope), `fixed_dispersion` (NULL or φ, 0: Poisson), `workers`. `progress(stage, done, total)`
+/// (an R function, or NULL) is told, through a [`Relay`], the number of
+/// curves of the structure selection (stages "structure" and "reselect",
+/// with "warps", the species of the pooled fit between them), of distinct
+/// structures of the grid search (stage "grid") and of species (stage
+/// "fit") before the first fit of each stage (done = 0), and each fit as it
+/// ends; a jump out of it stops the fit and is handed back to R.
+/// @keywords internal
+/// @noRd
+#[extendr]
+#[allow(clippy::too_many_arguments)]
+fn count_fit_rust(
+    count: Vec<f64>,
+    bin: Vec<i32>,
+    context: Vec<i32>,
+    species: Vec<i32>,
+    ran: Vec<i32>,
+    factor_codes: Vec<i32>,
+    cell: Vec<i32>,
+    context_levels: Vec<String>,
+    species_levels: Vec<String>,
+    ran_levels: Vec<String>,
+    factor_names: Vec<String>,
+    factor_levels: List,
+    time_series: i32,
+    bins: i32,
+    settings: List,
+    progress: Robj,
+) -> RResult<List> {
+    let relay = Relay::new(progress);
+    let result = count_fit(
+        &relay,
+        (count, bin, context, species, ran, factor_codes, cell),
+        (
+            context_levels,
+            species_levels,
+            ran_levels,
+            factor_names,
+            factor_levels,
+        ),
+        time_series,
+        bins,
+        settings,
+    );
+    relay.result(result)
+}
+
+/// Token columns of [`count_fit_rust`]: count, bin, context, species, ran,
+/// factor codes, cell.
+type TokenArguments = (
+    Vec<f64>,
+    Vec<i32>,
+    Vec<i32>,
+    Vec<i32>,
+    Vec<i32>,
+    Vec<i32>,
+    Vec<i32>,
+);
+
+/// Labels of [`count_fit_rust`]: contexts, species, random levels, factor
+/// names, factor levels.
+type LabelArguments = (Vec<String>, Vec<String>, Vec<String>, Vec<String>, List);
+
+fn count_fit(
+    relay: &Relay,
+    (count, bin, context, species, ran, factor_codes, cell): TokenArguments,
+    (context_levels, species_levels, ran_levels, factor_names, factor_levels): LabelArguments,
+    time_series: i32,
+    bins: i32,
+    settings: List,
+) -> RResult<List> {
+    let interrupted = || relay.jumped() || user_interrupt_pending();
+    let tokens = tokens_from_r(
+        count,
+        bin,
+        context,
+        species,
+        ran,
+        factor_codes,
+        factor_names.len(),
+    )?;
+    let cells = index_column(cell, "cell")?;
+    let design = design_from_r(
+        context_levels,
+        species_levels,
+        ran_levels,
+        &factor_names,
+        factor_levels,
+        time_series,
+    )?;
+    let curves = design.contexts().len() * design.species().len();
+    let bins = bins_option(bins)?;
+    let (base, exposure) = build_count_model(
+        design,
+        bins,
+        vec![0; curves],
+        exposure_of(&text(&settings, "exposure")?)?,
+        crate::nb::point_gap_of(bins, number(&settings, "buffer_factor")?),
+        &tokens,
+        &cells,
+    )
+    .map_err(Error::input)?;
+    let held = base
+        .design()
+        .effects_named(&strings(&settings, "held_effects")?)
+        .map_err(Error::input)?;
+    let base = base.with_held_effects(held).map_err(Error::input)?;
+    let fit = fit_settings(&settings)?;
+    let workers = number(&settings, "workers")?;
+    let options = pool_options(
+        workers as i32,
+        1,
+        "rolling",
+        f64::INFINITY,
+        None,
+        Some(true),
+    )?;
+    let cost = GridCost::from_name(&text(&settings, "lro_cost")?).map_err(Error::input)?;
+    let method =
+        StructureMethod::resolve(&text(&settings, "structure")?, "nb").map_err(Error::input)?;
+    let (mut window, mut cutoff) = (number(&settings, "window")?, number(&settings, "cutoff")?);
+    let fixed = fixed_degrees(&numbers(&settings, "degrees")?, curves)?;
+    let structure_started = std::time::Instant::now();
+    let (detected, grid, selection, fitted) = if method == StructureMethod::Likelihood {
+        let choice = degrees::select_structure(
+            &base,
+            &fixed,
+            &fit,
+            &options,
+            interrupted,
+            |stage, done, total| relay.call(pairlist!(stage, done as f64, total as f64)),
+        )?;
+        let columns = selection_columns(&base, &choice.selections);
+        (choice.detected, None, Some(columns), choice.fitted)
+    } else {
+        let mut grid = None;
+        if let (true, Some(cost)) = (fixed.is_empty(), cost) {
+            let template = detection_settings(&settings, 1.0, 1.0)?;
+            let points = degrees::grid_search(
+                &base,
+                &template,
+                &fit,
+                &options,
+                interrupted,
+                |done, total| relay.call(pairlist!("grid", done as f64, total as f64)),
+            )?;
+            let observations = base.table().observed_row_count();
+            let best = &points[best_point(&points, cost, observations).map_err(Error::input)?];
+            (window, cutoff) = (best.window_factor, best.cutoff);
+            grid = Some(grid_columns(&points, observations));
+        }
+        let detection = detection_settings(&settings, window, cutoff)?;
+        let fixed_degrees = (!fixed.is_empty()).then_some(fixed.as_slice());
+        let detected =
+            degrees::structure_of(&base, &detection, fixed_degrees).map_err(Error::input)?;
+        (detected, grid, None, Vec::new())
+    };
+    let structure_seconds = structure_started.elapsed().as_secs_f64();
+    let (plan, outcome) = pipeline::fit_count(
+        &base,
+        detected,
+        &fitted,
+        &fit,
+        &options,
+        interrupted,
+        |done, total| relay.call(pairlist!("fit", done as f64, total as f64)),
+    )?;
+    fit_result(
+        plan,
+        outcome,
+        exposure,
+        window,
+        cutoff,
+        grid,
+        selection,
+        structure_seconds,
+    )
+}
+
+/// The user's `degrees`: empty (choose every curve's), or one entry per
+/// curve, context-major: a whole number 0..=20 fixes the curve's degree,
+/// NaN (R's NA) leaves it to be chosen.
+fn fixed_degrees(degrees: &[f64], curves: usize) -> RResult<Vec<Option<usize>>> {
+    if degrees.is_empty() {
+        return Ok(Vec::new());
+    }
+    if degrees.len() != curves
+        || degrees
+            .iter()
+            .any(|d| !(d.is_nan() || (*d >= 0.0 && *d <= 20.0 && *d == d.trunc())))
+    {
+        return Err(Error::input(format!(
+            "degrees needs {curves} entries, one per (context, species): whole numbers between 0 and 20, or NA to choose"
+        )));
+    }
+    Ok(degrees
+        .iter()
+        .map(|&d| (!d.is_nan()).then_some(d as usize))
+        .collect())
+}
+
+/// What count_fit_rust() returns to R.
+#[allow(clippy::too_many_arguments)]
+fn fit_result(
+    plan: CountPlan,
+    outcome: crate::outcome::Outcome,
+    exposure: crate::nb::table::ExposureChoice,
+    window: f64,
+    cutoff: f64,
+    grid: Option<List>,
+    selection: Option<List>,
+    structure_seconds: f64,
+) -> RResult<List> {
+    let parameters = outcome
+        .fit
+        .as_ref()
+        .map(|f| f.parameters.clone())
+        .unwrap_or_default();
+    let change_points = change_point_columns(&plan);
+    Ok(list!(
+        plan = Raw::from_bytes(&saved::encode_plan(&Plan::Count(plan))?),
+        parameters = parameters,
+        diagnostics = outcome_columns(std::slice::from_ref(&outcome)),
+        change_points = change_points,
+        exposure = exposure.exposure.name(),
+        exposure_reason = exposure.reason,
+        window = window,
+        cutoff = cutoff,
+        grid = grid.map_or(r!(NULL), Robj::from),
+        selection = selection.map_or(r!(NULL), Robj::from),
+        structure_seconds = structure_seconds
+    ))
+}
+
+/// Every candidate of the structure selection, one row each: its curve's
+/// labels, degree, −log-likelihood, parameters, the curve's observed rows,
+/// BIC, whether its fit converged, whether it was chosen, the curve's
+/// margin (the runner-up's BIC minus the winner's; +∞ when it had no
+/// runner-up), whether the user fixed the degree, and why its fit failed
+/// ("" when it did not).
+fn selection_columns(model: &crate::nb::CountModel, selections: &[CurveSelection]) -> List {
+    let design = model.design();
+    let rows = selections
+        .iter()
+        .flat_map(|s| s.candidates.iter().enumerate().map(move |(i, c)| (s, i, c)));
+    let (mut context, mut species, mut degree, mut nll, mut parameters, mut observations) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut criterion, mut converged, mut chosen, mut margin, mut failure) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    let mut fixed = vec![];
+    for (selection, index, candidate) in rows {
+        context.push(design.contexts()[selection.context].as_str());
+        species.push(design.species()[selection.species].as_str());
+        degree.push(candidate.degree as i32);
+        nll.push(candidate.negative_log_likelihood);
+        parameters.push(candidate.parameters as i32);
+        observations.push(selection.observations as f64);
+        criterion.push(candidate.criterion);
+        converged.push(candidate.converged);
+        chosen.push(index == selection.chosen);
+        margin.push(selection.margin());
+        failure.push(candidate.failure.clone().unwrap_or_default());
+        fixed.push(selection.fixed);
+    }
+    list!(
+        context = context,
+        species = species,
+        degree = degree,
+        neg_loglik = nll,
+        n_params = parameters,
+        n_obs = observations,
+        BIC = criterion,
+        converged = converged,
+        chosen = chosen,
+        margin = margin,
+        fixed = fixed,
+        failure = failure
+    )
+}
+
+/// The change points as a long table, one row per point.
+fn change_point_columns(plan: &CountPlan) -> List {
+    let design = plan.model.design();
+    let (mut context, mut species, mut treatment, mut transition, mut bin) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (c, context_name) in design.contexts().iter().enumerate() {
+        for (s, species_name) in design.species().iter().enumerate() {
+            let curve = c * design.species().len() + s;
+            for (t, points) in plan.detected.change_points[curve].iter().enumerate() {
+                for (k, &point) in points.iter().enumerate() {
+                    context.push(context_name.as_str());
+                    species.push(species_name.as_str());
+                    treatment.push(design.treatments()[t].name.as_str());
+                    transition.push(k as i32 + 1);
+                    bin.push(point);
+                }
+            }
+        }
+    }
+    list!(
+        context = context,
+        species = species,
+        treatment = treatment,
+        transition = transition,
+        bin = bin
+    )
+}
+
+pub(super) fn count_plan(bytes: &Raw) -> RResult<CountPlan> {
+    match saved::decode_plan(bytes.as_slice())? {
+        Plan::Count(plan) => Ok(plan),
+        Plan::WarpedSigmoid(_) => Err(Error::input(
+            "this fit uses the original likelihood; this needs likelihood = \"nb\"",
+        )),
+    }
+}
+
+extendr_module! {
+    mod nb;
+    fn count_fit_rust;
+}
