@@ -6,9 +6,9 @@ use super::nb::count_plan;
 use super::RResult;
 use crate::design::{ParameterRole, WarpKind};
 use crate::error::Error;
-use crate::nb::fit::warp_slot;
 use crate::nb::layout::{CountLayout, CountRole};
 use crate::nb::redraw::{animal_groups, between_animal_factors};
+use crate::nb::report::warp_slot;
 use extendr_api::prelude::*;
 
 /// Describe a count fit: parameters, design, curves, the observed rows and

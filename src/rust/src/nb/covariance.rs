@@ -8,9 +8,10 @@
 //! data have no variance: every value that depends on them gets NaN.
 
 use super::curve::{curve_len, Axis, SLOPE_MAX};
-use super::fit::{bounds_for, data_informed, CountFitSettings, SpeciesFit};
+use super::fit::{data_informed, SpeciesFit};
 use super::layout::CountLayout;
 use super::objective::SpeciesProblem;
+use super::settings::{bounds_for, CountFitSettings};
 use super::CountModel;
 use crate::curve::sigmoid;
 use crate::design::Component;
@@ -279,7 +280,8 @@ mod tests {
                 .beta_index(Component::Rate, 0, 0, 0, 1)
                 .unwrap();
             let reported =
-                super::super::fit::reported_parameters(&model, std::slice::from_ref(&fit)).unwrap();
+                super::super::report::reported_parameters(&model, std::slice::from_ref(&fit))
+                    .unwrap();
             let cov = covariance(&model, &[fit], &settings)
                 .unwrap()
                 .remove(0)

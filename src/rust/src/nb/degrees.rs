@@ -2,9 +2,10 @@
 //! §12): the detector's structure (with the user's fixed degrees), the LRO
 //! grid search, or each curve's degree chosen by count-likelihood fits.
 
-use super::fit::{CountFitSettings, SpeciesFit};
+use super::fit::SpeciesFit;
 use super::pipeline::{fit_all, fit_species_on, summarise};
 use super::select::{select_curve, selected_structure, CurveSelection};
+use super::settings::CountFitSettings;
 use super::start::{detect_structure, pooled_series, segmentation_points};
 use super::CountModel;
 use crate::changepoint::grid::{distinct_detections_by, lro_grid, GridPoint};

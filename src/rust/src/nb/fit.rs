@@ -4,188 +4,17 @@
 //! variances σ² ← (Σ_r û_r² + Σ_r [H⁻¹]_rr) / R until they settle; then the
 //! reported vector (β, random effects, standard deviations, dispersions).
 
-use super::curve::{curve_len, CurveValues, SLOPE_MAX};
-use super::layout::CountLayout;
+use super::curve::{CurveValues, SLOPE_MAX};
 use super::linalg::BorderedMatrix;
 use super::objective::{Sigma, SpeciesProblem};
-use super::priors::Priors;
-use super::solver::{newton, Bounds, NewtonOutcome, NewtonSettings, FLAT_CURVATURE, FLAT_SLOPE};
+use super::settings::{bounds_for, CountFitSettings, NEAR_FIXED_POINT, SIGMA_START, SIGMA_ZERO};
+use super::solver::{newton, Bounds, NewtonSettings, FLAT_CURVATURE, FLAT_SLOPE};
 use super::start::starting_state_with;
 use super::unknowns::SpeciesState;
+use super::variances::{variance_update, VarianceSecant};
 use super::CountModel;
 use crate::changepoint::DetectedStructure;
-use crate::design::{Component, WarpKind};
 use crate::numeric::linalg::FullPivotLu;
-
-/// Variances start here.
-pub(crate) const SIGMA_START: f64 = 0.1;
-
-/// A standard deviation that falls below this is an estimate of 0: the warp
-/// is fixed at 0 from then on.
-pub(crate) const SIGMA_ZERO: f64 = 1e-3;
-
-/// The largest standard deviation of a random effect (a warp of e^5 in a
-/// rate, or a shift of 5 on the logit scale of a point or slope: beyond any
-/// plausible animal). The variance updates stop there; it is not counted
-/// in `on.bound`.
-pub(crate) const SIGMA_MAX: f64 = 5.0;
-/// A variance update that moves every σ by less than this (on the log
-/// scale) is near its fixed point: inner fits become exact from there on.
-const NEAR_FIXED_POINT: f64 = 0.05;
-
-/// Box bounds of the unconstrained coordinates: far enough that only a
-/// degenerate fit (a step-like transition, a vanishing gap, a Poisson
-/// dispersion) reaches them.
-/// Block rates are log(1 + rate), so a rate of 0 is the lower bound 0.
-const RATE_BOUNDS: (f64, f64) = (0.0, 25.0);
-const LOGIT_BOUNDS: (f64, f64) = (-20.0, 20.0);
-const LOG_DISPERSION_BOUNDS: (f64, f64) = (-18.4, 6.9);
-const RANDOM_EFFECT_BOUNDS: (f64, f64) = (-10.0, 10.0);
-
-/// Settings of a count fit.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct CountFitSettings {
-    pub newton: NewtonSettings,
-    /// Most variance updates per species.
-    pub max_variance_updates: usize,
-    /// Stop the variance updates when every |Δ ln σ| is below this.
-    pub variance_tolerance: f64,
-    /// Fixed standard deviations (point, rate, slope) instead of estimates.
-    pub fixed_sigma: Option<Sigma>,
-    pub rise_threshold_factor: f64,
-    /// SD of the slopes' prior on the logit scale (0: none); see
-    /// [`SpeciesProblem::with_priors`].
-    pub slope_prior_sd: f64,
-    /// SD of the prior on the steps of a curve's block rates (0: none); see
-    /// [`SpeciesProblem::with_priors`].
-    pub step_prior_sd: f64,
-    /// SD of the prior on the treatment effects of the curves' unknowns
-    /// (0: none); see [`SpeciesProblem::with_priors`].
-    pub effect_prior_sd: f64,
-    /// A fixed dispersion φ per cell instead of estimates (0: Poisson, held
-    /// at the lower bound of ln φ, where the negative binomial is Poisson
-    /// to about 1e-8 relative). Saved plans keep it in format 2's extras
-    /// (`saved.rs`).
-    pub fixed_dispersion: Option<f64>,
-}
-
-impl CountFitSettings {
-    /// ln φ of a fixed dispersion (0 is held at the lower bound).
-    pub(crate) fn fixed_log_dispersion(&self) -> Option<f64> {
-        self.fixed_dispersion
-            .map(|phi| phi.ln().max(LOG_DISPERSION_BOUNDS.0))
-    }
-
-    pub(crate) fn priors(&self) -> Priors {
-        Priors {
-            slope_sd: self.slope_prior_sd,
-            step_sd: self.step_prior_sd,
-            effect_sd: self.effect_prior_sd,
-        }
-    }
-
-    pub(crate) fn validate(&self) -> Result<(), String> {
-        let positive = |v: f64| v.is_finite() && v > 0.0;
-        let n = &self.newton;
-        if n.max_iterations == 0
-            || !positive(n.gradient_tolerance)
-            || !positive(n.decrement_tolerance)
-        {
-            return Err(
-                "the Newton settings need at least one iteration and positive tolerances".into(),
-            );
-        }
-        if !positive(self.variance_tolerance) {
-            return Err(format!(
-                "variance_tolerance must be positive, got {}",
-                self.variance_tolerance
-            ));
-        }
-        if let Some(sigma) = self.fixed_sigma {
-            if !sigma.iter().all(|s| s.is_finite() && *s >= 0.0) {
-                return Err(format!(
-                    "fixed standard deviations must be finite and >= 0, got {sigma:?}"
-                ));
-            }
-        }
-        crate::rules::check_rise_threshold_factor(self.rise_threshold_factor)?;
-        if !(self.slope_prior_sd.is_finite() && self.slope_prior_sd >= 0.0) {
-            return Err(format!(
-                "the slope prior's SD must be finite and >= 0, got {}",
-                self.slope_prior_sd
-            ));
-        }
-        if let Some(phi) = self.fixed_dispersion {
-            let upper = LOG_DISPERSION_BOUNDS.1.exp();
-            if !(phi.is_finite() && (0.0..=upper).contains(&phi)) {
-                return Err(format!(
-                    "a fixed dispersion must be between 0 and {upper:.0}, got {phi}"
-                ));
-            }
-        }
-        for (name, sd) in [
-            ("step", self.step_prior_sd),
-            ("effect", self.effect_prior_sd),
-        ] {
-            if !(sd.is_finite() && sd >= 0.0) {
-                return Err(format!(
-                    "the {name} prior's SD must be finite and >= 0, got {sd}"
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Default for CountFitSettings {
-    fn default() -> Self {
-        CountFitSettings {
-            newton: NewtonSettings::default(),
-            max_variance_updates: crate::rules::MAX_VARIANCE_UPDATES,
-            variance_tolerance: crate::rules::VARIANCE_TOLERANCE,
-            fixed_sigma: None,
-            rise_threshold_factor: crate::rules::DEFAULT_RISE_THRESHOLD_FACTOR,
-            slope_prior_sd: crate::rules::SLOPE_PRIOR_SD,
-            step_prior_sd: crate::rules::STEP_PRIOR_SD,
-            effect_prior_sd: crate::rules::EFFECT_PRIOR_SD,
-            fixed_dispersion: None,
-        }
-    }
-}
-
-/// Box bounds of a species' free unknowns.
-pub(crate) fn bounds_for(problem: &SpeciesProblem) -> Bounds {
-    let layout = &problem.layout;
-    let n = layout.len;
-    let (mut lower, mut upper) = (vec![f64::NEG_INFINITY; n], vec![f64::INFINITY; n]);
-    let mut set = |i: usize, (lo, hi): (f64, f64)| {
-        lower[i] = lo;
-        upper[i] = hi;
-    };
-    for (curve, offset) in layout.curve_offsets.iter().enumerate() {
-        let Some(offset) = *offset else { continue };
-        let degree = layout.degrees[curve / layout.treatments];
-        for i in 0..curve_len(degree) {
-            set(
-                offset + i,
-                if i <= degree {
-                    RATE_BOUNDS
-                } else {
-                    LOGIT_BOUNDS
-                },
-            );
-        }
-    }
-    for index in layout.rho_index.iter().flatten() {
-        set(*index, LOG_DISPERSION_BOUNDS);
-    }
-    for indices in &layout.u_index {
-        for index in indices.iter().flatten() {
-            set(*index, RANDOM_EFFECT_BOUNDS);
-        }
-    }
-    Bounds { lower, upper }
-}
 
 /// One species' fit.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -328,80 +157,6 @@ fn count_on_bound(problem: &SpeciesProblem, state: &SpeciesState, bounds: &Bound
         }
     }
     count
-}
-
-/// The Laplace-EM update of the free standard deviations.
-fn variance_update(
-    problem: &SpeciesProblem,
-    state: &SpeciesState,
-    outcome: &NewtonOutcome,
-    sigma: Sigma,
-) -> Option<Sigma> {
-    let inverse = outcome.inverse_diagonal.as_ref()?;
-    let layout = &problem.layout;
-    let animals = layout.animals as f64;
-    let mut next = sigma;
-    for w in 0..3 {
-        if sigma[w] == 0.0 {
-            continue;
-        }
-        let total: f64 = layout
-            .u_index
-            .iter()
-            .zip(&state.u)
-            .map(|(indices, u)| u[w] * u[w] + indices[w].map_or(0.0, |i| inverse[i]))
-            .sum();
-        next[w] = (total / animals).sqrt();
-    }
-    Some(next)
-}
-
-/// Accelerates the Laplace-EM updates of the standard deviations.
-///
-/// EM moves t = ln σ² to its update t_EM; the fixed point has t_EM − t = 0.
-/// Where the data say little about a variance (near 0, or a warp that moves
-/// little), EM crawls: each step moves t by a nearly constant amount. So
-/// each component takes a secant step on t_EM − t once it has two points
-/// whose displacement shrinks towards the root, and otherwise a step that
-/// doubles with every update that keeps EM's direction; steps are limited
-/// to 3 in t (a factor of e^1.5 in σ).
-#[derive(Clone, Debug, Default)]
-struct VarianceSecant {
-    previous: Option<([f64; 3], [f64; 3])>,
-    /// Updates in a row that moved each component the same way.
-    streak: [u32; 3],
-}
-
-impl VarianceSecant {
-    fn step(&mut self, sigma: Sigma, expectation: Sigma) -> Sigma {
-        let mut t = [0.0; 3];
-        let mut displacement = [0.0; 3];
-        let mut next = [0.0; 3];
-        for w in 0..3 {
-            if sigma[w] <= 0.0 {
-                continue;
-            }
-            t[w] = (sigma[w] * sigma[w]).ln();
-            displacement[w] = (expectation[w] * expectation[w]).ln() - t[w];
-            let mut proposal = displacement[w];
-            if let Some((t_old, d_old)) = self.previous {
-                let same_way = displacement[w] * d_old[w] > 0.0;
-                self.streak[w] = if same_way { self.streak[w] + 1 } else { 0 };
-                let slope = (displacement[w] - d_old[w]) / (t[w] - t_old[w]);
-                let secant = -displacement[w] / slope;
-                if slope.is_finite() && slope < 0.0 && secant * displacement[w] > 0.0 {
-                    proposal = secant;
-                } else if same_way {
-                    proposal *= f64::from(2u32.pow(self.streak[w].min(6)));
-                }
-            }
-            next[w] = (0.5 * (t[w] + proposal.clamp(-3.0, 3.0)))
-                .exp()
-                .min(SIGMA_MAX);
-        }
-        self.previous = Some((t, displacement));
-        next
-    }
 }
 
 /// Brings a fit from its rough start near the optimum block by block, each
@@ -705,95 +460,14 @@ pub(crate) fn inverse_weights(model: &CountModel) -> Result<Vec<f64>, String> {
     Ok(inverse)
 }
 
-/// The reported vector (see [`CountLayout`]) of a fit, one entry per
-/// species in `fits`. β that involve a curve that could not be estimated
-/// (no observed row) are NaN.
-pub(crate) fn reported_parameters(
-    model: &CountModel,
-    fits: &[SpeciesFit],
-) -> Result<Vec<f64>, String> {
-    let design = model.design();
-    let layout = CountLayout::new(design, model.structure())?;
-    let shape = model.table().shape();
-    let treatments = shape.treatments;
-    let inverse = inverse_weights(model)?;
-    let mut out = vec![f64::NAN; layout.len()];
-    for fit in fits {
-        let s = fit.species;
-        for c in 0..shape.contexts {
-            let degree = model.structure().degree(c, s);
-            let axis = model.axis();
-            let curve_values: Vec<CurveValues> = (0..treatments)
-                .map(|t| {
-                    CurveValues::from_theta(&fit.state.theta[c * treatments + t], degree, axis)
-                })
-                .collect();
-            for component in Component::ALL {
-                for k in 0..component.count(degree) {
-                    let value_of = |values: &CurveValues| match component {
-                        Component::Rate => values.rates[k],
-                        Component::Slope => values.slopes[k],
-                        Component::Point => values.points[k],
-                    };
-                    let position = component.position(degree, k);
-                    let per_treatment: Vec<Option<f64>> = (0..treatments)
-                        .map(|t| {
-                            let informed = fit.curve_informed[c * treatments + t][position];
-                            informed.then(|| value_of(&curve_values[t]))
-                        })
-                        .collect();
-                    for i in 0..treatments {
-                        let mut beta = 0.0;
-                        for (t, value) in per_treatment.iter().enumerate() {
-                            let weight = inverse[i * treatments + t];
-                            if weight == 0.0 {
-                                continue;
-                            }
-                            beta += weight * value.unwrap_or(f64::NAN);
-                        }
-                        if let Some(index) = layout.original.beta_index(component, c, s, k, i) {
-                            out[index] = beta;
-                        }
-                    }
-                }
-            }
-            if let Some(index) = layout.dispersion_index(c, s) {
-                out[index] = if fit.rho_informed[c] {
-                    fit.state.rho[c].exp()
-                } else {
-                    f64::NAN
-                };
-            }
-        }
-        for (r, u) in fit.state.u.iter().enumerate() {
-            for kind in WarpKind::ALL {
-                if let Some(index) = layout.original.warp_index(kind, s, r) {
-                    out[index] = u[warp_slot(kind)];
-                }
-            }
-        }
-        for kind in WarpKind::ALL {
-            if let Some(index) = layout.deviation_index(kind, s) {
-                out[index] = fit.sigma[warp_slot(kind)];
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Position of a warp kind among an animal's three random effects.
-pub(crate) fn warp_slot(kind: WarpKind) -> usize {
-    match kind {
-        WarpKind::Point => super::curve::U_POINT,
-        WarpKind::Rate => super::curve::U_RATE,
-        WarpKind::Slope => super::curve::U_SLOPE,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::tests_support::{simulate, Simulation};
     use super::*;
+    use crate::design::{Component, WarpKind};
+    use crate::nb::layout::CountLayout;
+    use crate::nb::report::reported_parameters;
+    use crate::nb::settings::LOG_DISPERSION_BOUNDS;
 
     #[test]
     fn a_fit_recovers_the_simulated_curves_and_converges() {

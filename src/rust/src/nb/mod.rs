@@ -33,11 +33,14 @@ pub(crate) mod predict;
 pub(crate) mod priors;
 pub(crate) mod redraw;
 pub(crate) mod replicate;
+pub(crate) mod report;
 pub(crate) mod select;
+pub(crate) mod settings;
 pub(crate) mod solver;
 pub(crate) mod start;
 pub(crate) mod table;
 pub(crate) mod unknowns;
+pub(crate) mod variances;
 
 #[cfg(test)]
 pub(crate) mod tests_support;

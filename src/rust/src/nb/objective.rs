@@ -172,7 +172,7 @@ impl<'m> SpeciesProblem<'m> {
 
     /// The problem as a fit with `settings` solves it: their priors, and
     /// the dispersions held when they are fixed.
-    pub fn with_settings(self, settings: &super::fit::CountFitSettings) -> Self {
+    pub fn with_settings(self, settings: &super::settings::CountFitSettings) -> Self {
         self.with_priors(settings.priors())
             .without_dispersion(settings.fixed_dispersion.is_some())
     }

@@ -4,8 +4,10 @@
 //! How the structure is found is [`super::degrees`]; replicates are
 //! [`super::replicate`]; curves of a fit are [`super::predict`].
 
-use super::fit::{fit_species, reported_parameters, CountFitSettings, SpeciesFit};
+use super::fit::{fit_species, SpeciesFit};
 use super::layout::{CountLayout, CountRole};
+use super::report::reported_parameters;
+use super::settings::CountFitSettings;
 use super::CountModel;
 use crate::changepoint::DetectedStructure;
 use crate::engine::{self, Failure, PoolOptions};
@@ -106,7 +108,9 @@ pub(crate) fn summarise(
             CountRole::Deviation { kind, species } => fits
                 .iter()
                 .find(|f| f.species == *species)
-                .is_some_and(|f| f.sigma[super::fit::warp_slot(*kind)] > 0.0 || value.is_finite()),
+                .is_some_and(|f| {
+                    f.sigma[super::report::warp_slot(*kind)] > 0.0 || value.is_finite()
+                }),
             CountRole::Dispersion { .. } => value.is_finite(),
         })
         .count();

@@ -86,7 +86,7 @@ fn animal_effects(layout: &CountLayout, reported: &[f64], s: usize, r: usize) ->
     let mut u = [0.0; 3];
     for kind in WarpKind::ALL {
         if let Some(index) = layout.original.warp_index(kind, s, r) {
-            u[super::fit::warp_slot(kind)] = reported[index];
+            u[super::report::warp_slot(kind)] = reported[index];
         }
     }
     u
@@ -295,8 +295,8 @@ pub(crate) fn population_gradients(
 mod tests {
     use super::super::tests_support::fitted_plan;
     use super::*;
-    use crate::nb::fit::reported_parameters;
     use crate::nb::layout::CountRole;
+    use crate::nb::report::reported_parameters;
 
     #[test]
     fn curves_at_whole_bins_are_the_predictions_and_fractional_bins_lie_between() {

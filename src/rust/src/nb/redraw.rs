@@ -133,8 +133,8 @@ fn simulate_counts(model: &mut CountModel, estimate: &CountEstimate, stream: &mu
 
 #[cfg(test)]
 mod tests {
-    use super::super::fit::CountFitSettings;
     use super::super::pipeline::fit_all;
+    use super::super::settings::CountFitSettings;
     use super::super::tests_support::{simulate, Simulation};
     use super::*;
 

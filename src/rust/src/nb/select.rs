@@ -16,7 +16,8 @@
 //! the held warps) only, the same for any worker count.
 
 use super::curve::CurveValues;
-use super::fit::{fit_species_held, CountFitSettings};
+use super::fit::fit_species_held;
+use super::settings::CountFitSettings;
 use super::CountModel;
 use crate::changepoint::DetectedStructure;
 use serde::{Deserialize, Serialize};

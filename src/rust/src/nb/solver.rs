@@ -359,7 +359,7 @@ mod tests {
         for species in 0..2 {
             let problem = SpeciesProblem::new(&model, species, [true, true, true]);
             let mut state = starting_state_with(&problem, None, 0.8).unwrap();
-            let bounds = super::super::fit::bounds_for(&problem);
+            let bounds = super::super::settings::bounds_for(&problem);
             let sigma = [0.1, 0.1, 0.1];
             let outcome = newton(
                 &problem,

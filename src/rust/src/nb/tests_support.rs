@@ -3,8 +3,8 @@
 
 use super::curve::{Axis, BinDerivatives, CurveValues, WarpedCurve};
 use super::family::rate;
-use super::fit::CountFitSettings;
 use super::pipeline::{fit_all, CountPlan};
+use super::settings::CountFitSettings;
 use super::start::detect_structure;
 use super::table::{CountTable, CountTokens};
 use super::CountModel;

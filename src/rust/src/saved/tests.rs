@@ -276,8 +276,8 @@ fn damaged_plans_of_wispack_0_1_0_are_errors_or_valid_plans() {
 
 /// A small count plan, fitted with a fixed dispersion when one is given.
 fn count_plan(fixed_dispersion: Option<f64>) -> Plan {
-    use crate::nb::fit::CountFitSettings;
     use crate::nb::pipeline::{fit_all, CountPlan};
+    use crate::nb::settings::CountFitSettings;
     use crate::nb::tests_support::{simulate, Simulation};
     let (model, _) = simulate(&Simulation::default(), 8);
     let detected = crate::nb::start::detect_structure(
