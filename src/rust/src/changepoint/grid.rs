@@ -2,7 +2,7 @@
 //! likelihoods: the grid of detection settings, one point's fit and its
 //! information criteria, and the grouping of points by what they detect.
 
-use super::{DetectedStructure, DetectionSettings};
+use super::{DetectedChangePoints, DetectionSettings};
 use crate::outcome::FitSummary;
 
 /// The grid of the LRO search: 1.00, 1.25, …, 3.00 for both the window
@@ -60,9 +60,9 @@ impl GridPoint {
 pub(crate) fn distinct_detections_by(
     grid: &[(f64, f64)],
     template: &DetectionSettings,
-    detect: impl Fn(&DetectionSettings) -> Result<DetectedStructure, String>,
-) -> Result<(Vec<DetectedStructure>, Vec<usize>), String> {
-    let mut distinct: Vec<DetectedStructure> = Vec::new();
+    detect: impl Fn(&DetectionSettings) -> Result<DetectedChangePoints, String>,
+) -> Result<(Vec<DetectedChangePoints>, Vec<usize>), String> {
+    let mut distinct: Vec<DetectedChangePoints> = Vec::new();
     let mut index_of_point = Vec::with_capacity(grid.len());
     for &(window, cutoff) in grid {
         let settings = DetectionSettings {

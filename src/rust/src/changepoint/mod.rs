@@ -113,9 +113,10 @@ impl DetectionSettings {
     }
 }
 
-/// Result of the structure step.
+/// What change-point detection found: the degree of every curve and its
+/// change points per treatment.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct DetectedStructure {
+pub(crate) struct DetectedChangePoints {
     /// The degree of every curve.
     pub(crate) structure: Structure,
     /// Per curve (index c·S + s), per treatment: the d change points on the
@@ -123,7 +124,7 @@ pub(crate) struct DetectedStructure {
     pub(crate) change_points: Vec<Vec<Vec<f64>>>,
 }
 
-impl DetectedStructure {
+impl DetectedChangePoints {
     /// Per treatment, the change points of curve (context, species).
     pub(crate) fn curve_points(&self, context: usize, species: usize) -> &[Vec<f64>] {
         let index = context * self.structure.species() + species;
@@ -135,10 +136,10 @@ impl DetectedStructure {
 /// detected change points when detection found as many, and gets `even(d)`
 /// (evenly spaced points) otherwise.
 pub(crate) fn with_degrees(
-    detected: DetectedStructure,
+    detected: DetectedChangePoints,
     degrees: &[usize],
     even: impl Fn(usize) -> Vec<f64>,
-) -> Result<DetectedStructure, String> {
+) -> Result<DetectedChangePoints, String> {
     let structure = Structure::new(
         detected.structure.contexts(),
         detected.structure.species(),
@@ -161,7 +162,7 @@ pub(crate) fn with_degrees(
                 .collect()
         })
         .collect();
-    Ok(DetectedStructure {
+    Ok(DetectedChangePoints {
         structure,
         change_points,
     })
@@ -256,7 +257,7 @@ pub(crate) fn detect_structure(
     table: &SummedTable,
     design: &Design,
     settings: &DetectionSettings,
-) -> Result<DetectedStructure, String> {
+) -> Result<DetectedChangePoints, String> {
     settings.validate()?;
     let shape = table.shape();
     let (contexts, species) = (design.contexts().len(), design.species().len());
@@ -282,7 +283,7 @@ pub(crate) fn detect_structure(
             change_points.push(detection.treatment_points);
         }
     }
-    Ok(DetectedStructure {
+    Ok(DetectedChangePoints {
         structure: Structure::new(contexts, species, degrees)?,
         change_points,
     })
@@ -439,7 +440,7 @@ mod tests {
                 detect_structure(&table, &design, &settings(DetectionMethod::Original)).unwrap();
             let improved =
                 detect_structure(&table, &design, &settings(DetectionMethod::Improved)).unwrap();
-            let total = |d: &DetectedStructure| d.structure.degrees().iter().sum::<usize>();
+            let total = |d: &DetectedChangePoints| d.structure.degrees().iter().sum::<usize>();
             assert!(total(&original) > 12, "{:?}", original.structure);
             assert!(
                 (12..=13).contains(&total(&improved)),

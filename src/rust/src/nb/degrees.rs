@@ -9,7 +9,7 @@ use super::settings::CountFitSettings;
 use super::start::{detect_structure, pooled_series, segmentation_points};
 use super::CountModel;
 use crate::changepoint::grid::{distinct_detections_by, lro_grid, GridPoint};
-use crate::changepoint::DetectedStructure;
+use crate::changepoint::DetectedChangePoints;
 use crate::changepoint::DetectionSettings;
 use crate::design::Structure;
 use crate::engine::{self, Failure, PoolOptions};
@@ -24,7 +24,7 @@ pub(crate) fn structure_of(
     base: &CountModel,
     detection: &DetectionSettings,
     degrees: Option<&[Option<usize>]>,
-) -> Result<DetectedStructure, String> {
+) -> Result<DetectedChangePoints, String> {
     let detected = detect_structure(base, detection)?;
     let Some(fixed) = degrees else {
         return Ok(detected);
@@ -63,7 +63,7 @@ pub(crate) fn structure_of(
                 .collect()
         })
         .collect();
-    Ok(DetectedStructure {
+    Ok(DetectedChangePoints {
         structure,
         change_points,
     })
@@ -72,7 +72,7 @@ pub(crate) fn structure_of(
 /// The structure step's result under the count likelihood.
 #[derive(Clone, Debug)]
 pub(crate) struct StructureChoice {
-    pub detected: DetectedStructure,
+    pub detected: DetectedChangePoints,
     /// Every curve's selection, context-major.
     pub selections: Vec<CurveSelection>,
     /// Per species, its fit with the random effects estimated where the
@@ -245,7 +245,7 @@ pub(crate) fn grid_search(
     let (distinct, index_of_point) =
         distinct_detections_by(&grid, template, |d| detect_structure(base, d))
             .map_err(Error::input)?;
-    let fit_structure = |detected: &DetectedStructure| -> Result<(FitSummary, usize), String> {
+    let fit_structure = |detected: &DetectedChangePoints| -> Result<(FitSummary, usize), String> {
         let model = base.with_structure(detected.structure.clone())?;
         let started = std::time::Instant::now();
         let estimate = fit_all(&model, Some(detected), None, settings)?;

@@ -13,7 +13,7 @@ use super::start::starting_state_with;
 use super::unknowns::SpeciesState;
 use super::variances::{variance_update, VarianceSecant};
 use super::CountModel;
-use crate::changepoint::DetectedStructure;
+use crate::changepoint::DetectedChangePoints;
 use crate::numeric::linalg::FullPivotLu;
 
 /// One species' fit.
@@ -221,7 +221,7 @@ fn warm_up(
 pub(crate) fn fit_species(
     model: &CountModel,
     species: usize,
-    detected: Option<&DetectedStructure>,
+    detected: Option<&DetectedChangePoints>,
     start: Option<(&SpeciesState, Sigma)>,
     settings: &CountFitSettings,
 ) -> Result<SpeciesFit, String> {
@@ -235,7 +235,7 @@ pub(crate) fn fit_species(
 pub(crate) fn fit_species_held(
     model: &CountModel,
     species: usize,
-    detected: Option<&DetectedStructure>,
+    detected: Option<&DetectedChangePoints>,
     start: Option<(&SpeciesState, Sigma)>,
     settings: &CountFitSettings,
     held: Option<&[[f64; 3]]>,

@@ -9,7 +9,7 @@ use super::layout::{CountLayout, CountRole};
 use super::report::reported_parameters;
 use super::settings::CountFitSettings;
 use super::CountModel;
-use crate::changepoint::DetectedStructure;
+use crate::changepoint::DetectedChangePoints;
 use crate::engine::{self, Failure, PoolOptions};
 use crate::error::Error;
 use crate::outcome::FitSummary;
@@ -48,7 +48,7 @@ pub(crate) struct CountSummary {
 /// from `start`.
 pub(crate) fn fit_all(
     model: &CountModel,
-    detected: Option<&DetectedStructure>,
+    detected: Option<&DetectedChangePoints>,
     start: Option<&CountEstimate>,
     settings: &CountFitSettings,
 ) -> Result<CountEstimate, String> {
@@ -63,7 +63,7 @@ pub(crate) fn fit_all(
 pub(crate) fn fit_one(
     model: &CountModel,
     species: usize,
-    detected: Option<&DetectedStructure>,
+    detected: Option<&DetectedChangePoints>,
     start: Option<&CountEstimate>,
     settings: &CountFitSettings,
 ) -> Result<SpeciesFit, String> {
@@ -133,7 +133,7 @@ pub(crate) fn summarise(
 #[derive(Clone, Debug)]
 pub(crate) struct CountPlan {
     pub model: CountModel,
-    pub detected: DetectedStructure,
+    pub detected: DetectedChangePoints,
     pub settings: CountFitSettings,
     /// The full-data estimate every replicate starts from.
     pub estimate: CountEstimate,
@@ -148,7 +148,7 @@ pub(crate) struct CountPlan {
 /// polled between species in this process (and by the engine otherwise).
 pub(crate) fn fit_species_on(
     model: &CountModel,
-    detected: &DetectedStructure,
+    detected: &DetectedChangePoints,
     done: &[Option<SpeciesFit>],
     settings: &CountFitSettings,
     options: &PoolOptions,
@@ -191,7 +191,7 @@ pub(crate) fn fit_species_on(
 /// The full-data fit: structure, fit, and the plan that keeps them.
 pub(crate) fn fit_count(
     base: &CountModel,
-    detected: DetectedStructure,
+    detected: DetectedChangePoints,
     fitted: &[Option<SpeciesFit>],
     settings: &CountFitSettings,
     options: &PoolOptions,

@@ -19,7 +19,7 @@ use super::curve::CurveValues;
 use super::fit::fit_species_held;
 use super::settings::CountFitSettings;
 use super::CountModel;
-use crate::changepoint::DetectedStructure;
+use crate::changepoint::DetectedChangePoints;
 use serde::{Deserialize, Serialize};
 
 /// The most transitions a curve is given as a candidate (the same limit
@@ -254,7 +254,7 @@ fn fit_candidate(
     held: Option<&[[f64; 3]]>,
 ) -> Result<(Candidate, usize), String> {
     let curve = model.curve_model(context, species, degree)?;
-    let start = DetectedStructure {
+    let start = DetectedChangePoints {
         structure: curve.structure().clone(),
         change_points: vec![points.to_vec()],
     };
@@ -493,7 +493,7 @@ fn even_points(degree: usize, bins: usize) -> Vec<f64> {
 pub(crate) fn selected_structure(
     model: &CountModel,
     selections: &[CurveSelection],
-) -> Result<DetectedStructure, String> {
+) -> Result<DetectedChangePoints, String> {
     let shape = model.table().shape();
     let mut ordered: Vec<&CurveSelection> = selections.iter().collect();
     ordered.sort_by_key(|s| (s.context, s.species));
@@ -519,7 +519,7 @@ pub(crate) fn selected_structure(
             }
         })
         .collect();
-    Ok(DetectedStructure {
+    Ok(DetectedChangePoints {
         structure: crate::design::Structure::new(shape.contexts, shape.species, degrees)?,
         change_points,
     })

@@ -16,7 +16,7 @@ use super::unknowns::SpeciesState;
 use super::CountModel;
 use crate::changepoint::blocks::{block_rates_and_runs, initial_slope};
 use crate::changepoint::lro::SeriesMatrix;
-use crate::changepoint::{detect_curve, DetectedStructure, DetectionSettings};
+use crate::changepoint::{detect_curve, DetectedChangePoints, DetectionSettings};
 use crate::design::Structure;
 
 /// Smallest spacing of starting points, as a fraction of the axis.
@@ -176,7 +176,7 @@ fn full_axis_point(point: f64, kept: &[usize]) -> f64 {
 pub(crate) fn detect_structure(
     model: &CountModel,
     settings: &DetectionSettings,
-) -> Result<DetectedStructure, String> {
+) -> Result<DetectedChangePoints, String> {
     let shape = model.table().shape();
     let mut degrees = Vec::with_capacity(shape.contexts * shape.species);
     let mut change_points = Vec::with_capacity(shape.contexts * shape.species);
@@ -204,7 +204,7 @@ pub(crate) fn detect_structure(
             );
         }
     }
-    Ok(DetectedStructure {
+    Ok(DetectedChangePoints {
         structure: Structure::new(shape.contexts, shape.species, degrees)?,
         change_points,
     })
@@ -343,7 +343,7 @@ fn moment_dispersion(
 /// none are given), ρ from moments, u = 0.
 pub(crate) fn starting_state_with(
     problem: &SpeciesProblem,
-    detected: Option<&DetectedStructure>,
+    detected: Option<&DetectedChangePoints>,
     rise_threshold_factor: f64,
 ) -> Result<SpeciesState, String> {
     let layout = &problem.layout;

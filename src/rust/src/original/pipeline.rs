@@ -3,7 +3,7 @@
 //! and §13.1), and the LRO grid search over detection settings (§12.3).
 
 use crate::changepoint::grid::{distinct_detections_by, lro_grid, GridPoint};
-use crate::changepoint::{detect_structure, DetectedStructure, DetectionSettings};
+use crate::changepoint::{detect_structure, DetectedChangePoints, DetectionSettings};
 use crate::design::Structure;
 use crate::engine::{self, PoolOptions};
 use crate::error::Error;
@@ -32,7 +32,7 @@ impl PipelineSettings {
 #[derive(Clone, Debug)]
 pub(crate) struct StructuredFit {
     pub(crate) model: Model,
-    pub(crate) detected: DetectedStructure,
+    pub(crate) detected: DetectedChangePoints,
     pub(crate) start: Vec<f64>,
     pub(crate) repair: RepairOutcome,
     pub(crate) fit: FitSummary,
@@ -52,7 +52,7 @@ pub(crate) fn with_structure(base: &Model, structure: Structure) -> Result<Model
 /// for a model whose structure was already detected.
 pub(crate) fn fit_structure(
     model: &Model,
-    detected: &DetectedStructure,
+    detected: &DetectedChangePoints,
     settings: &PipelineSettings,
     seed: u64,
     warp_stream: u64,
@@ -182,7 +182,7 @@ fn distinct_detections(
     base: &Model,
     grid: &[(f64, f64)],
     template: &DetectionSettings,
-) -> Result<(Vec<DetectedStructure>, Vec<usize>), String> {
+) -> Result<(Vec<DetectedChangePoints>, Vec<usize>), String> {
     distinct_detections_by(grid, template, |settings| {
         detect_structure(base.table(), base.design(), settings)
     })

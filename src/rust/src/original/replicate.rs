@@ -4,7 +4,7 @@
 
 use super::pipeline::{fit_structure, PipelineSettings};
 use super::Model;
-use crate::changepoint::DetectedStructure;
+use crate::changepoint::DetectedChangePoints;
 use crate::design::ParameterRole;
 use crate::outcome::FitSummary;
 use crate::resample::{ReplicatePlan, Resampling};
@@ -16,7 +16,7 @@ pub(crate) struct WarpedSigmoidPlan {
     /// The full-data model, its structure included.
     pub(crate) model: Model,
     /// Degrees and change points of the full-data fit, kept for every replicate.
-    pub(crate) detected: DetectedStructure,
+    pub(crate) detected: DetectedChangePoints,
     pub(crate) settings: PipelineSettings,
 }
 

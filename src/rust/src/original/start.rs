@@ -6,7 +6,7 @@
 use crate::changepoint::blocks::{
     block_rates_and_runs, count_log_average, initial_slope, mean_skipping_nan,
 };
-use crate::changepoint::DetectedStructure;
+use crate::changepoint::DetectedChangePoints;
 use crate::design::{Component, WarpKind};
 use crate::numeric::linalg::FullPivotLu;
 use crate::original::Model;
@@ -49,7 +49,7 @@ impl StartSettings {
 /// `model.structure()` must equal `detected.structure`.
 pub(crate) fn initial_parameters(
     model: &Model,
-    detected: &DetectedStructure,
+    detected: &DetectedChangePoints,
     settings: &StartSettings,
     seed: u64,
     stream: u64,
@@ -318,7 +318,7 @@ mod tests {
         ]
     }
 
-    fn fixture() -> (Model, DetectedStructure) {
+    fn fixture() -> (Model, DetectedChangePoints) {
         let (table, design) = poisson_table(&two_genes(), 100, 3, 11);
         let detected = detect_structure(&table, &design, &DetectionSettings::default()).unwrap();
         assert_eq!(detected.structure.degrees(), &[2, 0]);

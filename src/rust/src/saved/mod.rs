@@ -43,7 +43,7 @@
 //! wrote it.
 
 use crate::bootstrap::{Plan, WarpedSigmoidPlan};
-use crate::changepoint::DetectedStructure;
+use crate::changepoint::DetectedChangePoints;
 use crate::codec::{decode_exact, encode_frame, frame_payload, FrameError};
 use crate::data::{SummedTable, TableShape};
 use crate::design::{Design, Factor, Structure};
@@ -490,7 +490,7 @@ impl PlanV1 {
         };
         let model = wire.model.into_model()?;
         let plan = WarpedSigmoidPlan {
-            detected: DetectedStructure {
+            detected: DetectedChangePoints {
                 structure: model.structure().clone(),
                 change_points: wire.change_points,
             },
@@ -687,7 +687,7 @@ mod legacy {
             return Err(invalid("its change points are for other degrees".into()));
         }
         let plan = WarpedSigmoidPlan {
-            detected: DetectedStructure {
+            detected: DetectedChangePoints {
                 structure: model.structure().clone(),
                 change_points: detected.change_points,
             },

@@ -6,7 +6,7 @@
 //! decode give an error or a valid plan.
 
 use super::FactorV1;
-use crate::changepoint::DetectedStructure;
+use crate::changepoint::DetectedChangePoints;
 use crate::data::TableShape;
 use crate::design::{Design, Factor, Structure};
 use crate::error::{Error, Result};
@@ -186,7 +186,7 @@ impl CountPlanV1 {
         let structure =
             Structure::new(shape.contexts, shape.species, self.degrees).map_err(invalid)?;
         let model = CountModel::new(table, design, structure, self.point_gap).map_err(invalid)?;
-        let detected = DetectedStructure {
+        let detected = DetectedChangePoints {
             structure: model.structure().clone(),
             change_points: self.change_points,
         };
@@ -236,7 +236,7 @@ impl CountPlanV1 {
 /// degree, inside the bin axis.
 fn check_change_points(
     model: &CountModel,
-    detected: &DetectedStructure,
+    detected: &DetectedChangePoints,
 ) -> std::result::Result<(), String> {
     let structure = model.structure();
     let treatments = model.design().treatment_count();
