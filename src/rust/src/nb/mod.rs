@@ -4,15 +4,26 @@
 //! its own by damped Newton steps with the exact Hessian, the random-effect
 //! variances by a REML-type Laplace criterion.
 //!
-//! Pure numerics, like [`crate::model`] (which holds the original
-//! likelihood): nothing here knows about R or processes.
-//! - [`table`]: observed cell keys, counts and exposures;
+//! The fit's numerics know nothing about R; the orchestration
+//! ([`pipeline`], [`degrees`], [`replicate`]) runs species and structure
+//! candidates as tasks on [`crate::engine`].
+//! - [`table`]: observed cell keys, counts and exposures; [`build`]: the
+//!   model from coded tokens;
 //! - [`family`]: the negative-binomial row term and its derivatives;
 //! - [`curve`]: θ → curve values, the warps, Ψ and its derivatives;
-//! - [`objective`]: one species' objective, gradient and bordered Hessian;
+//! - [`unknowns`]: where a species' unknowns sit, and their state;
+//! - [`objective`]: one species' likelihood pass, gradient and bordered
+//!   Hessian; [`priors`]: the curves' priors and the held effects' penalty;
 //! - [`linalg`]: the bordered block-diagonal factorisation;
 //! - [`solver`]: damped Newton for one species at fixed variances;
-//! - [`fit`]: starting values, the variance updates, the whole fit.
+//! - [`settings`]: the fit's settings and the unknowns' bounds; [`start`]:
+//!   starting values; [`fit`]: a species' fit; [`variances`]: the
+//!   random-effect variances' updates; [`report`]: the reported vector;
+//! - [`covariance`]: the Wald covariance;
+//! - [`pipeline`]: every species of a model fitted, and the plan a fit keeps;
+//!   [`degrees`] with [`select`]: how many transitions each curve has;
+//! - [`replicate`] with [`redraw`]: bootstrap and likelihood-ratio
+//!   replicates; [`predict`]: curves at any bin.
 //!
 //! Loops here run over indices on purpose: they follow the sums of the model
 //! vignette, index several arrays with the same subscript, and often use the
