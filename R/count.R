@@ -294,3 +294,48 @@ wisp_count_result <- function(fitted, settings, plot.settings, variables, call) 
 fit_likelihood <- function(fit) {
   if (is.null(fit$likelihood)) "original" else fit$likelihood
 }
+
+# The count likelihood's fit, with progress messages.
+wisp_count <- function(prepared, settings, plot.settings, variables, call, workers, say,
+                       degrees, progress = NULL) {
+  t0 <- proc.time()[["elapsed"]]
+  bins <- if (settings$max_bin > 0) settings$max_bin else NULL
+  fitted <- count_fit(prepared, settings, workers, degrees, bins, progress)
+  result <- wisp_count_result(fitted, settings, plot.settings, variables, call)
+  groups <- result$grouping.variables
+  say(sprintf("Data: %s, %s, %s, %s, %s.",
+              count_noun(nrow(prepared$tokens), "token"),
+              count_noun(length(groups$context.lvls), "context"),
+              count_noun(length(groups$species.lvls), "gene"),
+              count_noun(sum(groups$ran.lvls != "none"), "random level"),
+              count_noun(length(result$treatment$names), "treatment")))
+  say(sprintf("Exposure: %s (%s).", result$exposure$rule, result$exposure$reason))
+  if (!is.null(fitted$grid)) {
+    say(sprintf("Grid search over %s (%s): best %s at window factor %.2f, cutoff %.2f (%.1f s).",
+                count_noun(nrow(fitted$grid), "change-point setting"),
+                count_noun(length(unique(fitted$grid$structure)), "distinct structure"),
+                settings$LRO_cost, fitted$window, fitted$cutoff, fitted$structure_seconds))
+  }
+  if (!is.null(fitted$selection)) {
+    close <- close_structure_choices(fitted$selection)
+    say(sprintf("Transitions chosen by BIC curve by curve: %s compared for %s (%.1f s)%s.",
+                count_noun(nrow(fitted$selection), "candidate"),
+                count_noun(sum(fitted$selection$chosen), "curve"), fitted$structure_seconds,
+                if (nrow(close)) sprintf("; %s close (see summary())", count_noun(nrow(close), "choice")) else ""))
+  }
+  diagnostics <- result$fit.diagnostics
+  say(sprintf("Fitted %s (%s, %s): %s after %s (%.1f s).",
+              count_noun(length(groups$species.lvls), "gene"),
+              count_noun(sum(result$degrees), "transition"),
+              count_noun(diagnostics$n.params, "parameter"), diagnostics$code,
+              count_noun(diagnostics$iterations, "Newton iteration"),
+              proc.time()[["elapsed"]] - t0))
+  if (!diagnostics$converged) {
+    warning("the fit did not converge (", diagnostics$code, ").", call. = FALSE)
+  }
+  if (diagnostics$on.bound > 0) {
+    say(sprintf("%s on a bound (a rate of 0, a step-like transition, or a Poisson dispersion): see fit.diagnostics.",
+                count_noun(diagnostics$on.bound, "estimate")))
+  }
+  result
+}

@@ -9,41 +9,8 @@
 #   effects on the log-ratio scale (slope_ratio_tests()).
 # - Bootstrap percentile: p = min(1, 2 min(#{x <= 0} + 1, #{x >= 0} + 1) / (R + 1)),
 #   never 0, with the order-statistic interval [x_(k), x_(R+1-k)],
-#   k = ceiling(alpha (R + 1) / 2) - 1.
-
-#' Two-sided bootstrap p-value of "the effect is 0"
-#'
-#' @param replicates Bootstrap estimates of one effect (NA ignored).
-#' @return min(1, 2 min(#{x <= 0} + 1, #{x >= 0} + 1) / (R + 1)); NA without
-#'   replicates. Never below 2 / (R + 1).
-#' @keywords internal
-#' @noRd
-bootstrap_p_value <- function(replicates) {
-  replicates <- replicates[!is.na(replicates)]
-  n <- length(replicates)
-  if (!n) return(NA_real_)
-  below <- sum(replicates <= 0)
-  above <- sum(replicates >= 0)
-  min(1, 2 * (min(below, above) + 1) / (n + 1))
-}
-
-#' Order-statistic percentile interval that agrees with [bootstrap_p_value()]
-#'
-#' @return c(lower, upper): the k-th smallest and k-th largest replicate with
-#'   k = ceiling(alpha (R + 1) / 2) - 1; (-Inf, Inf) when k < 1 (too few
-#'   replicates for this level); NA without replicates.
-#' @keywords internal
-#' @noRd
-bootstrap_interval <- function(replicates, alpha) {
-  replicates <- sort(replicates[!is.na(replicates)])
-  n <- length(replicates)
-  if (!n) return(c(NA_real_, NA_real_))
-  # A small tolerance keeps k from jumping when alpha (R + 1) / 2 is a whole
-  # number that floating point lands just above.
-  k <- ceiling(alpha * (n + 1) / 2 - 1e-9) - 1
-  if (k < 1) return(c(-Inf, Inf))
-  c(replicates[k], replicates[n + 1 - k])
-}
+#   k = ceiling(alpha (R + 1) / 2) - 1 (bootstrap_p_value() and
+#   bootstrap_interval(), in stats.R beside the original's centred rule).
 
 #' Wald p-values and intervals
 #'
