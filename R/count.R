@@ -20,13 +20,6 @@ coded_tokens <- function(tokens, fixed_effects) {
   )
 }
 
-# The rate per unit of exposure at curve values psi (log(1 + rate) scale),
-# floored smoothly above 0: 1e-8 + 1e-3 log(1 + exp((e^psi - 1) / 1e-3)).
-count_rate <- function(psi) {
-  x <- expm1(psi) / 1e-3
-  1e-8 + 1e-3 * (pmax(x, 0) + log1p(exp(-abs(x))))
-}
-
 # Degrees fixed by the user, as the core takes them: one double per curve,
 # context-major, NA where the structure step chooses; NULL when nothing is
 # fixed. `degrees` is NULL, one number for every curve, a context x gene
@@ -207,7 +200,7 @@ count_summed_table <- function(description, psi) {
     bin = c(rows$bin, population$bin),
     count = c(rows$count, rep(NA_real_, nrow(population))),
     exposure = c(rows$exposure, rep(NA_real_, nrow(population))),
-    pred = c(rows$exposure * count_rate(observed_psi), count_rate(psi$population)),
+    pred = c(rows$exposure * rate_at(observed_psi, "nb"), rate_at(psi$population, "nb")),
     count.log = c(log1p(rows$count / rows$exposure), rep(NA_real_, nrow(population))),
     pred.log = c(observed_psi, psi$population),
     context = c(rows$context, population$context),
@@ -241,7 +234,7 @@ count_degrees_of_freedom <- function(parameters, estimates, random_sd_fixed,
   sum(fixed) + sum(sds) + sum(dispersions)
 }
 
-# Assembles the "wisp" object of a count fit.
+# Assembles the "wisp" object of a count fit (class c("wisp_nb", "wisp")).
 wisp_count_result <- function(fitted, settings, plot.settings, variables, call) {
   model <- count_description(fitted$plan)
   held <- as.character(model$held_effects)
@@ -286,14 +279,9 @@ wisp_count_result <- function(fitted, settings, plot.settings, variables, call) 
     design = list(between = model$between, groups = model$groups),
     plan = fitted$plan,
     call = call
-  ), class = "wisp")
+  ), class = c("wisp_nb", "wisp"))
 }
 
-# The likelihood of a fit ("original" for fits made before the count
-# likelihood existed).
-fit_likelihood <- function(fit) {
-  if (is.null(fit$likelihood)) "original" else fit$likelihood
-}
 
 # The count likelihood's fit, with progress messages.
 wisp_count <- function(prepared, settings, plot.settings, variables, call, workers, say,

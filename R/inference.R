@@ -185,11 +185,10 @@ vcov.wisp <- function(object, type = c("fixed", "beta"), ...) {
   check_unused_arguments(..., .method = "vcov.wisp")
   check_wisp_object(object)
   type <- match_choice(type, "type", c("fixed", "beta"))
-  if (fit_likelihood(object) != "nb") {
-    stop_input("vcov() needs the count likelihood (likelihood = \"nb\"): the original's ",
-               "objective is not a likelihood, so it has no Wald covariance. Use the ",
-               "bootstrap (bs_batch()) for its intervals.")
-  }
+  require_likelihood(object, paste0(
+    "vcov() needs the count likelihood (likelihood = \"nb\"): the original's ",
+    "objective is not a likelihood, so it has no Wald covariance. Use the ",
+    "bootstrap (bs_batch()) for its intervals."), call = sys.call())
   covariance <- wisp_covariance(object)
   keep <- wisp_parameter_selector(object$parameters, type)
   covariance[keep, keep, drop = FALSE]
@@ -332,10 +331,9 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
   tested <- p$role %in% "beta" & !held_rows(p)
   shown <- p$role %in% c("baseline", "beta")
   if (method == "wald") {
-    if (fit_likelihood(fit) != "nb") {
-      stop_input("Wald statistics need the count likelihood (likelihood = \"nb\"); use ",
-                 "method = \"percentile\" with a bootstrap.")
-    }
+    require_likelihood(fit, paste0(
+      "Wald statistics need the count likelihood (likelihood = \"nb\"); use ",
+      "method = \"percentile\" with a bootstrap."), call = sys.call())
     covariance <- wisp_covariance(fit)
     se <- sqrt(pmax(diag(covariance), 0))
     df <- wald_degrees_of_freedom(fit, diag(covariance), attr(covariance, "conditional"))

@@ -33,7 +33,7 @@ statistics_at <- function(object, level = NULL) {
   if (has && (is.null(level) || isTRUE(all.equal(level, statistics_level(object$stats))))) {
     return(object)
   }
-  if (!has && fit_likelihood(object) != "nb") return(object)
+  if (!has && is.null(statistics_without_bootstrap(object))) return(object)
   method <- if (has) statistics_method(object$stats) else NULL
   adjustment <- if (has) object$stats$adjustment else "holm"
   wisp_statistics(object, method = method, level = if (is.null(level)) 0.95 else level,

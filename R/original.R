@@ -75,7 +75,7 @@ lro_grid_search <- function(base, settings, workers, progress = NULL) {
   grid
 }
 
-# Assembles the "wisp" object from the Rust fit.
+# Assembles the "wisp" object from the Rust fit (class c("wisp_original", "wisp")).
 wisp_result <- function(fitted, settings, plot.settings, grid, variables, call) {
   model <- model_from_bytes(fitted$plan, settings)
   settings$inf_warp <- model$inf_warp
@@ -85,7 +85,7 @@ wisp_result <- function(fitted, settings, plot.settings, grid, variables, call) 
   summed <- model$summed
   count <- ifelse(summed$observed, summed$count, NA_real_)
   count.data.summed <- data.frame(
-    bin = summed$bin, count = count, pred = exp(pred_log) - 1,
+    bin = summed$bin, count = count, pred = rate_at(pred_log, "original"),
     count.log = ifelse(summed$observed, summed$count_log, NA_real_), pred.log = pred_log,
     context = summed$context, species = summed$species, ran = summed$ran,
     treatment = summed$treatment, stringsAsFactors = FALSE
@@ -117,5 +117,5 @@ wisp_result <- function(fitted, settings, plot.settings, grid, variables, call) 
     start = stats::setNames(fitted$start, model$parameter_names),
     plan = fitted$plan,
     call = call
-  ), class = "wisp")
+  ), class = c("wisp_original", "wisp"))
 }

@@ -98,7 +98,7 @@ predict.wisp <- function(object, newdata = NULL, type = c("link", "response"),
   interval <- match_choice(interval, "interval", c("none", "confidence"))
   check_number(level, "level", lower = 0.5, upper = 0.9999)
   method <- match_choice(method, "method", c("auto", "wald", "bootstrap"))
-  nb <- fit_likelihood(object) == "nb"
+  rate <- curve_rate(object)
   if (is.null(newdata)) {
     keep <- observed_rows(object)
     summed <- object$count.data.summed
@@ -108,20 +108,20 @@ predict.wisp <- function(object, newdata = NULL, type = c("link", "response"),
     response <- response[keep]
     if (interval == "none") return(if (type == "response") response else pred_log)
     rows <- summed[keep, , drop = FALSE]
-    exposure <- if (nb) ifelse(is.na(rows$exposure), 1, rows$exposure) else rep(1, nrow(rows))
+    exposure <- summed_exposure(object, rows)
     points <- list(ran = rows$ran, context = rows$context, species = rows$species,
                    treatment = rows$treatment, bin = as.numeric(rows$bin), exposure = exposure)
   } else {
     points <- prediction_points(object, newdata)
     pred_log <- curve_values(object, points, object$fitted.parameters)[, 1L]
-    response <- if (nb) count_rate(pred_log) * points$exposure else exp(pred_log) - 1
+    response <- rate(pred_log) * points$exposure
     if (interval == "none") return(if (type == "response") response else pred_log)
   }
   bounds <- prediction_intervals(object, points, pred_log, level, method)
   out <- cbind(fit = pred_log, lwr = bounds$lower, upr = bounds$upper)
   if (type == "response") {
-    out[, "lwr"] <- if (nb) count_rate(out[, "lwr"]) * points$exposure else exp(out[, "lwr"]) - 1
-    out[, "upr"] <- if (nb) count_rate(out[, "upr"]) * points$exposure else exp(out[, "upr"]) - 1
+    out[, "lwr"] <- rate(out[, "lwr"]) * points$exposure
+    out[, "upr"] <- rate(out[, "upr"]) * points$exposure
     out[, "fit"] <- response
   }
   rownames(out) <- NULL
@@ -258,39 +258,9 @@ prediction_points <- function(object, newdata, call = sys.call(-1)) {
                  "for the population curve.", call = call)
     }
   }
-  exposure <- newdata$exposure
-  if (is.null(exposure) || fit_likelihood(object) != "nb") {
-    exposure <- rep(1, n)
-  } else if (!is.numeric(exposure) || anyNA(exposure) || any(!is.finite(exposure)) ||
-             any(exposure <= 0)) {
-    stop_input("`newdata$exposure` must hold positive numbers.", call = call)
-  }
+  exposure <- newdata_exposure(object, newdata, n, call)
   list(ran = ran, context = context, species = species, treatment = treatment,
        bin = as.numeric(bin), exposure = as.numeric(exposure))
-}
-
-# Psi at `points` (from prediction_points()) for each parameter vector: the
-# rows of `samples` (or one vector). A points x samples matrix.
-curve_values <- function(object, points, samples) {
-  count <- length(object$fitted.parameters)
-  samples <- matrix(as.double(samples), ncol = count)
-  code <- function(values, levels) as.integer(match(values, levels) - 1L)
-  if (fit_likelihood(object) == "nb") {
-    model <- count_description(object$plan)
-    ran <- ifelse(points$ran == "none", -1L, code(points$ran, model$ran_levels))
-    values <- count_curves_rust(object$plan, as.vector(t(samples)), as.integer(ran),
-                                code(points$context, model$contexts),
-                                code(points$species, model$species),
-                                code(points$treatment, model$treatments), points$bin)
-  } else {
-    model <- model_from_bytes(object$plan, object$settings)
-    values <- model_curves_rust(object$plan, as.vector(t(samples)),
-                                code(points$ran, model$ran_levels),
-                                code(points$context, model$contexts),
-                                code(points$species, model$species),
-                                code(points$treatment, model$treatments), points$bin)
-  }
-  matrix(values, nrow = length(points$bin))
 }
 
 # Pointwise confidence limits of the curves (log scale) at `points`.
@@ -321,11 +291,10 @@ prediction_intervals <- function(object, points, pred_log, level, method,
     })
     return(list(lower = limits[1L, ], upper = limits[2L, ]))
   }
-  if (fit_likelihood(object) != "nb") {
-    stop_input("Wald intervals need the count likelihood (likelihood = \"nb\"): the original's ",
-               "objective is not a likelihood. Bootstrap the fit (wisp(..., bootstraps.num = ",
-               "1000)) for bootstrap intervals.", call = call)
-  }
+  require_likelihood(object, paste0(
+    "Wald intervals need the count likelihood (likelihood = \"nb\"): the original's ",
+    "objective is not a likelihood. Bootstrap the fit (wisp(..., bootstraps.num = ",
+    "1000)) for bootstrap intervals."), call = call)
   if (any(points$ran != "none")) {
     stop_input("Wald intervals are of population curves (ran = \"none\"): the covariance holds ",
                "the fixed effects, not an animal's random effects. Predict with ran = \"none\", ",

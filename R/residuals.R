@@ -66,10 +66,9 @@ residuals.wisp <- function(object, type = c("response", "log", "quantile"), ...)
 
 # Randomized quantile residuals of a count fit (see ?residuals.wisp).
 quantile_residuals <- function(fit, call = sys.call(-1)) {
-  if (fit_likelihood(fit) != "nb") {
-    stop_input("quantile residuals need the count likelihood (likelihood = \"nb\"): the ",
-               "original's objective is not a distribution of the counts.", call = call)
-  }
+  require_likelihood(fit, paste0(
+    "quantile residuals need the count likelihood (likelihood = \"nb\"): the ",
+    "original's objective is not a distribution of the counts."), call = call)
   d <- fit$count.data.summed
   observed <- which(!is.na(d$count) & d$ran != "none")
   dispersion <- fit$gamma.dispersion

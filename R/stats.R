@@ -199,34 +199,8 @@ attach_bootstrap <- function(result, boot, use.median = FALSE, converged.only = 
   result
 }
 
-# Predicted log rates of every row of fit$count.data.summed at `parameters`.
-fit_predictions <- function(fit, parameters) {
-  if (fit_likelihood(fit) == "nb") {
-    psi <- count_predict_rust(fit$plan, as.double(parameters))
-    c(psi$rows, psi$population)
-  } else {
-    model_predict(model_from_bytes(fit$plan, fit$settings), parameters)
-  }
-}
-
 # Expected counts of the rows of fit$count.data.summed from their log rates
 # (count likelihood: exposure x rate, the rate itself on population rows).
 fit_response <- function(fit, pred_log) {
-  if (fit_likelihood(fit) == "nb") {
-    exposure <- fit$count.data.summed$exposure
-    count_rate(pred_log) * ifelse(is.na(exposure), 1, exposure)
-  } else {
-    exp(pred_log) - 1
-  }
-}
-
-# Quantiles of the predicted log rates of every row over parameter samples.
-fit_bands <- function(fit, samples, probabilities) {
-  values <- as.vector(t(samples))
-  if (fit_likelihood(fit) == "nb") {
-    bands <- count_bands_rust(fit$plan, values, probabilities)
-    lapply(seq_along(probabilities), function(i) c(bands$rows[[i]], bands$population[[i]]))
-  } else {
-    model_prediction_bands_rust(fit$plan, values, probabilities)
-  }
+  curve_rate(fit)(pred_log) * summed_exposure(fit, fit$count.data.summed)
 }

@@ -358,7 +358,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   if (!fit_only && bootstraps.num > 0) {
     result <- wisp_bootstrap_statistics(result, bootstraps.num, max.fork, use.median,
                                         converged.resamples.only, ran.seed, verbose)
-  } else if (!fit_only && fit_likelihood(result) == "original") {
+  } else if (!fit_only && is.null(statistics_without_bootstrap(result))) {
     say("Statistics need a bootstrap: call wisp(..., bootstraps.num = 1000) or bs_batch() on this fit.")
   } else if (!fit_only) {
     result <- wisp_statistics(result, method = "wald")
