@@ -78,8 +78,10 @@ degree_vector <- function(degrees, contexts, species, call = sys.call(-1)) {
 # Fits the count model. Returns what wisp_count_result() assembles.
 # `progress` is NULL or function(stage, done, total), called as each fit of
 # the grid search ("grid") and each gene ("fit") ends (see stage_progress()).
+# `control` holds the Newton fit's limits (wisp_control_settings(); absent
+# entries keep the core's defaults).
 count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL,
-                      progress = NULL) {
+                      progress = NULL, control = list()) {
   codes <- coded_tokens(prepared$tokens, prepared$fixed_effects)
   time_series_index <- if (is.null(prepared$time_series)) -1L else
     match(prepared$time_series, prepared$fixed_effects) - 1L
@@ -99,6 +101,7 @@ count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL,
     fixed_dispersion = if (dispersion_fixed(settings)) settings$dispersion else NULL,
     workers = as.double(workers)
   )
+  core[names(control)] <- control
   fitted <- with_context(continue_jump(count_fit_rust(
     as.double(prepared$tokens$count), as.integer(prepared$tokens$bin),
     codes$context, codes$species_code, codes$ran, as.integer(codes$factor_codes),
@@ -285,10 +288,10 @@ wisp_count_result <- function(fitted, settings, plot.settings, variables, call) 
 
 # The count likelihood's fit, with progress messages.
 wisp_count <- function(prepared, settings, plot.settings, variables, call, workers, say,
-                       degrees, progress = NULL) {
+                       degrees, progress = NULL, control = list()) {
   t0 <- proc.time()[["elapsed"]]
   bins <- if (settings$max_bin > 0) settings$max_bin else NULL
-  fitted <- count_fit(prepared, settings, workers, degrees, bins, progress)
+  fitted <- count_fit(prepared, settings, workers, degrees, bins, progress, control)
   result <- wisp_count_result(fitted, settings, plot.settings, variables, call)
   groups <- result$grouping.variables
   say(sprintf("Data: %s, %s, %s, %s, %s.",

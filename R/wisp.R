@@ -72,7 +72,9 @@
 #' exact Hessian. A fit has converged when every gradient entry times its
 #' parameter's standard error is at most 1e-4 and the Newton decrement is at
 #' most 1e-10 relative to the objective (`fit.diagnostics$max.gradient`
-#' reports the first), and the variances have settled.
+#' reports the first), and the variances have settled; `control =
+#' wisp_control()` sets these limits and the most iterations (see
+#' [wisp_control()]).
 #'
 #' @param count.data A data.frame with one row per token (e.g. one gene in
 #'   one cell): a count, a spatial bin, and columns for context, species
@@ -170,13 +172,22 @@
 #'   the best step function's are used otherwise. Fixing only some curves
 #'   needs `likelihood = "nb"`; the grid search of `LRO_cost` is skipped
 #'   when any curve is fixed.
+#' @param control The limits of the Newton fit of the count likelihood
+#'   (`likelihood = "nb"`), from [wisp_control()]: iterations and tolerances
+#'   (the defaults of the package's core). Setting any of them under
+#'   `likelihood = "original"` is an error: its L-BFGS fit is controlled by
+#'   `model.settings$ctol` and `max_evals`.
 #'
 #' @details `model.settings` (defaults in parentheses; the package's Rust
 #'   core holds them, see `wispack:::wisp_default_model_settings()`):
 #'   `buffer_factor` (0.05) minimum spacing of transitions as a fraction of
 #'   the bins, above 0 and below 0.5; `ctol` (1e-6)
-#'   relative change of the objective that ends a fit; `max_evals` (1000)
-#'   objective evaluations allowed per fit; `max_penalty_at_distance_factor`
+#'   relative change of the objective that ends an L-BFGS fit of
+#'   `likelihood = "original"`; `max_evals` (1000) objective evaluations
+#'   allowed per such fit (both apply to `likelihood = "original"` only: under
+#'   `"nb"` they are ignored, with a warning when given, and `control =
+#'   wisp_control(newton_gradient_tolerance =, newton_max_iterations =)` does
+#'   their job); `max_penalty_at_distance_factor`
 #'   (0.01) size of the boundary penalty at the start, relative to the
 #'   negative log-likelihood; `structure` ("auto": "likelihood" under the
 #'   count likelihood, "lro" under the original) how each curve's number
@@ -213,8 +224,9 @@
 #'   relative; reported as such), e.g. to check with
 #'   [wisp_residuals()] whether the counts are overdispersed (the last six
 #'   under `"nb"` only);
-#'   `rise_threshold_factor` (0.8) the rise, as a fraction of the step
-#'   between block rates, that a transition must reach within its run of
+#'   `rise_threshold_factor` (0.8) the rise, above 0 and at most 1, as a
+#'   fraction of the step between block rates, that a transition must reach
+#'   within its run of
 #'   bins; it sets the starting slopes (a larger factor, longer runs,
 #'   gentler slopes); `rng_seed` (42) seed of the starting warping factors and of the
 #'   quantile residuals that `plot(fit, type = "residuals")` draws;
@@ -326,7 +338,8 @@
 wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = FALSE,
                  bootstraps.num = 0, converged.resamples.only = TRUE, max.fork = 1,
                  verbose = TRUE, model.settings = list(), MCMC.settings = list(),
-                 plot.settings = list(), ran.seed = 1234, degrees = NULL) {
+                 plot.settings = list(), ran.seed = 1234, degrees = NULL,
+                 control = wisp_control()) {
   call <- match.call()
   check_flag(fit_only, "fit_only")
   check_flag(use.median, "use.median")
@@ -337,6 +350,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   warn_workers_above_cores(max.fork, "max.fork")
   check_flag(verbose, "verbose")
   settings <- wisp_model_settings(model.settings)
+  newton <- wisp_control_settings(control, settings, model.settings)
   wisp_mcmc_settings(MCMC.settings)
   plot.settings <- wisp_plot_settings(plot.settings)
   if (!is.null(ran.seed)) check_whole_number(ran.seed, "ran.seed", lower = -.Machine$integer.max)
@@ -350,7 +364,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   on.exit(progress$finish(), add = TRUE)
   if (settings$likelihood == "nb") {
     result <- wisp_count(prepared, settings, plot.settings, variables, call, max.fork, say,
-                         degrees, progress$report)
+                         degrees, progress$report, newton)
   } else {
     result <- wisp_original(prepared, settings, plot.settings, variables, call, max.fork, say,
                             started, degrees, progress$report)
