@@ -293,7 +293,9 @@
 #' combination (the first level of every fixed effect) must have data, as
 #' every effect is measured from it. `likelihood = "original"` needs every
 #' combination, as the original package did.
-#' @return An object of class `"wisp"`: a list with the original's fields
+#' @return An object of class `c("wisp_nb", "wisp")` (the count likelihood)
+#'   or `c("wisp_original", "wisp")` (the original's objective), whose
+#'   methods are those of `"wisp"`: a list with the original's fields
 #'   (`count.data.summed`, `fitted.parameters`, `param.names`,
 #'   `gamma.dispersion`, `fix`, `treatment`, `weight.matrix`,
 #'   `grouping.variables`, `param.idx0`, `settings`,
