@@ -20,14 +20,18 @@ control_counts <- c("newton_max_iterations", "max_variance_updates")
 #' `newton_decrement_tolerance` relative to the objective, and the random
 #' effects' variances have settled: their largest change between two updates
 #' is below `variance_tolerance`. The defaults are the package's Rust core's.
+#' The fit's saved plan keeps them, so the replicates of [bs_batch()] are
+#' fitted with the same limits.
 #'
 #' These settings apply to `likelihood = "nb"` only: under `likelihood =
 #' "original"`, setting any of them is an error, since the original's L-BFGS
 #' fit is controlled by `model.settings$ctol` and `model.settings$max_evals`
 #' instead (which, in turn, have no effect under `"nb"`).
 #'
-#' @param newton_max_iterations Most Newton iterations per fit of a gene
-#'   (a whole number >= 1).
+#' @param newton_max_iterations Most iterations of each run of Newton steps
+#'   (a whole number >= 1): a gene's fit runs them again after each update
+#'   of the random effects' variances, and `fit.diagnostics$iterations`
+#'   counts them all.
 #' @param newton_gradient_tolerance Largest scaled gradient entry (gradient
 #'   times standard error) of a converged fit (a positive number).
 #' @param newton_decrement_tolerance Largest Newton decrement, relative to
@@ -44,9 +48,9 @@ control_counts <- c("newton_max_iterations", "max_variance_updates")
 #' @examples
 #' wisp_control()
 #' counts <- wisp_simulate(n.genes = 1, n.bins = 30, seed = 3)
-#' # A fit stopped after 2 Newton iterations does not converge.
+#' # A fit stopped after one Newton iteration does not converge.
 #' fit <- suppressWarnings(wisp(counts, model.settings = list(LRO_cost = "none"),
-#'                              control = wisp_control(newton_max_iterations = 2),
+#'                              control = wisp_control(newton_max_iterations = 1),
 #'                              fit_only = TRUE, verbose = FALSE))
 #' fit$fit.diagnostics[c("converged", "code", "iterations")]
 wisp_control <- function(newton_max_iterations = control_default("newton_max_iterations"),

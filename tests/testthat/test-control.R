@@ -87,3 +87,13 @@ test_that("the Newton limits do not apply to the original, nor ctol and max_eval
          verbose = FALSE, fit_only = TRUE),
     "ctol and max_evals are ignored")
 })
+
+test_that("the fit's plan keeps its control: bootstrap replicates use it", {
+  counts <- wisp_simulate(n.genes = 1, n.bins = 30, seed = 3)
+  short <- suppressWarnings(wisp(counts, model.settings = list(LRO_cost = "none"),
+                                 control = wisp_control(newton_max_iterations = 1),
+                                 fit_only = TRUE, verbose = FALSE))
+  boot <- bs_batch(short, 2, seed = 1, progress = FALSE)
+  expect_true(all(boot$diagnostics$iterations <= 1))
+  expect_false(any(boot$diagnostics$converged))
+})
