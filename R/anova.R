@@ -54,9 +54,10 @@ anova.wisp <- function(object, ..., bootstraps = 199L, seed = 1L, max.fork = 1L,
     stop_input("anova() compares exactly two \"wisp\" fits: the reduced and the full model.")
   }
   for (fit in fits) check_wisp_object(fit)
-  if (!all(vapply(fits, fit_likelihood, "") == "nb")) {
-    stop_input("anova() needs fits with the count likelihood (likelihood = \"nb\"): the ",
-               "original's objective is not a likelihood.")
+  for (fit in fits) {
+    require_likelihood(fit, paste0(
+      "anova() needs fits with the count likelihood (likelihood = \"nb\"): the ",
+      "original's objective is not a likelihood."), call = sys.call())
   }
   check_whole_number(bootstraps, "bootstraps", lower = 1)
   check_whole_number(seed, "seed")

@@ -270,7 +270,7 @@ bs_batch <- function(fit, bootstraps.num, max.fork = 1L,
   call <- match.call()
   resample <- check_resample(resample, fit)
   plan_info <- wisp_fit_plan(fit, resample)
-  if (resample == "animals") check_animal_groups(plan_info$animal_groups, fit_likelihood(fit))
+  if (resample == "animals") check_animal_groups(plan_info$animal_groups, resample_schemes(fit))
   if (!is.null(replicates)) {
     if (!is.numeric(replicates) || !length(replicates) || anyNA(replicates) ||
         any(replicates != round(replicates)) || any(replicates < 1 | replicates > 1e9) ||
@@ -403,15 +403,16 @@ bootstrap_result <- function(fit, wanted, replicates, rows, done, seed, backend,
 # The "animals" scheme redraws animals within their groups (animals sharing
 # their between-animal levels); a group of one animal always redraws itself.
 # When every group has one animal the replicates would all be the data: an
-# error. Some groups of one animal draw a warning.
-check_animal_groups <- function(groups, likelihood, call = sys.call(-1)) {
+# error that names the fit's other `schemes`. Some groups of one animal draw
+# a warning.
+check_animal_groups <- function(groups, schemes, call = sys.call(-1)) {
   sizes <- table(groups)
   if (all(sizes == 1L)) {
     why <- if (length(sizes) == 1L) "there is a single random level (animal)" else
       "every animal is alone in its group of between-animal factor levels"
     stop_input("resample = \"animals\" redraws animals within their groups, but ", why,
                ", so every replicate would be the data itself; use resample = ",
-               if (likelihood == "nb") "\"parametric\" or " else "", "\"cells\".",
+               paste0("\"", setdiff(schemes, "animals"), "\"", collapse = " or "), ".",
                call = call)
   }
   if (any(sizes == 1L)) {
@@ -438,14 +439,14 @@ combine_bootstraps <- function(a, b) {
   a
 }
 
-# The resampling scheme: "parametric" by default for the count likelihood
-# (the best calibrated on benchmarks/calibration.R), "cells" (the
-# original's) for the original likelihood.
+# The resampling scheme: the fit's default by default (resample_schemes():
+# "parametric" for the count likelihood, "cells" for the original's; "cells"
+# for what is not a fit, which wisp_fit_plan() then refuses).
 check_resample <- function(resample, fit, call = sys.call(-1)) {
-  likelihood <- if (inherits(fit, "wisp")) fit_likelihood(fit) else "original"
-  if (is.null(resample)) return(if (likelihood == "nb") "parametric" else "cells")
+  schemes <- if (inherits(fit, "wisp")) resample_schemes(fit) else c("cells", "animals")
+  if (is.null(resample)) return(schemes[1])
   resample <- match_choice(resample, "resample", c("cells", "animals", "parametric"), call = call)
-  if (resample == "parametric" && likelihood != "nb") {
+  if (!resample %in% schemes) {
     stop_input("resample = \"parametric\" draws data from the fitted count likelihood, so it ",
                "needs likelihood = \"nb\"; use \"cells\" or \"animals\" here.", call = call)
   }

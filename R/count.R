@@ -20,13 +20,6 @@ coded_tokens <- function(tokens, fixed_effects) {
   )
 }
 
-# The rate per unit of exposure at curve values psi (log(1 + rate) scale),
-# floored smoothly above 0: 1e-8 + 1e-3 log(1 + exp((e^psi - 1) / 1e-3)).
-count_rate <- function(psi) {
-  x <- expm1(psi) / 1e-3
-  1e-8 + 1e-3 * (pmax(x, 0) + log1p(exp(-abs(x))))
-}
-
 # Degrees fixed by the user, as the core takes them: one double per curve,
 # context-major, NA where the structure step chooses; NULL when nothing is
 # fixed. `degrees` is NULL, one number for every curve, a context x gene
@@ -85,8 +78,10 @@ degree_vector <- function(degrees, contexts, species, call = sys.call(-1)) {
 # Fits the count model. Returns what wisp_count_result() assembles.
 # `progress` is NULL or function(stage, done, total), called as each fit of
 # the grid search ("grid") and each gene ("fit") ends (see stage_progress()).
+# `control` holds the Newton fit's limits (wisp_control_settings(); absent
+# entries keep the core's defaults).
 count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL,
-                      progress = NULL) {
+                      progress = NULL, control = list()) {
   codes <- coded_tokens(prepared$tokens, prepared$fixed_effects)
   time_series_index <- if (is.null(prepared$time_series)) -1L else
     match(prepared$time_series, prepared$fixed_effects) - 1L
@@ -106,6 +101,7 @@ count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL,
     fixed_dispersion = if (dispersion_fixed(settings)) settings$dispersion else NULL,
     workers = as.double(workers)
   )
+  core[names(control)] <- control
   fitted <- with_context(continue_jump(count_fit_rust(
     as.double(prepared$tokens$count), as.integer(prepared$tokens$bin),
     codes$context, codes$species_code, codes$ran, as.integer(codes$factor_codes),
@@ -207,7 +203,7 @@ count_summed_table <- function(description, psi) {
     bin = c(rows$bin, population$bin),
     count = c(rows$count, rep(NA_real_, nrow(population))),
     exposure = c(rows$exposure, rep(NA_real_, nrow(population))),
-    pred = c(rows$exposure * count_rate(observed_psi), count_rate(psi$population)),
+    pred = c(rows$exposure * rate_at(observed_psi, "nb"), rate_at(psi$population, "nb")),
     count.log = c(log1p(rows$count / rows$exposure), rep(NA_real_, nrow(population))),
     pred.log = c(observed_psi, psi$population),
     context = c(rows$context, population$context),
@@ -241,7 +237,7 @@ count_degrees_of_freedom <- function(parameters, estimates, random_sd_fixed,
   sum(fixed) + sum(sds) + sum(dispersions)
 }
 
-# Assembles the "wisp" object of a count fit.
+# Assembles the "wisp" object of a count fit (class c("wisp_nb", "wisp")).
 wisp_count_result <- function(fitted, settings, plot.settings, variables, call) {
   model <- count_description(fitted$plan)
   held <- as.character(model$held_effects)
@@ -286,11 +282,51 @@ wisp_count_result <- function(fitted, settings, plot.settings, variables, call) 
     design = list(between = model$between, groups = model$groups),
     plan = fitted$plan,
     call = call
-  ), class = "wisp")
+  ), class = c("wisp_nb", "wisp"))
 }
 
-# The likelihood of a fit ("original" for fits made before the count
-# likelihood existed).
-fit_likelihood <- function(fit) {
-  if (is.null(fit$likelihood)) "original" else fit$likelihood
+
+# The count likelihood's fit, with progress messages.
+wisp_count <- function(prepared, settings, plot.settings, variables, call, workers, say,
+                       degrees, progress = NULL, control = list()) {
+  t0 <- proc.time()[["elapsed"]]
+  bins <- if (settings$max_bin > 0) settings$max_bin else NULL
+  fitted <- count_fit(prepared, settings, workers, degrees, bins, progress, control)
+  result <- wisp_count_result(fitted, settings, plot.settings, variables, call)
+  groups <- result$grouping.variables
+  say(sprintf("Data: %s, %s, %s, %s, %s.",
+              count_noun(nrow(prepared$tokens), "token"),
+              count_noun(length(groups$context.lvls), "context"),
+              count_noun(length(groups$species.lvls), "gene"),
+              count_noun(sum(groups$ran.lvls != "none"), "random level"),
+              count_noun(length(result$treatment$names), "treatment")))
+  say(sprintf("Exposure: %s (%s).", result$exposure$rule, result$exposure$reason))
+  if (!is.null(fitted$grid)) {
+    say(sprintf("Grid search over %s (%s): best %s at window factor %.2f, cutoff %.2f (%.1f s).",
+                count_noun(nrow(fitted$grid), "change-point setting"),
+                count_noun(length(unique(fitted$grid$structure)), "distinct structure"),
+                settings$LRO_cost, fitted$window, fitted$cutoff, fitted$structure_seconds))
+  }
+  if (!is.null(fitted$selection)) {
+    close <- close_structure_choices(fitted$selection)
+    say(sprintf("Transitions chosen by BIC curve by curve: %s compared for %s (%.1f s)%s.",
+                count_noun(nrow(fitted$selection), "candidate"),
+                count_noun(sum(fitted$selection$chosen), "curve"), fitted$structure_seconds,
+                if (nrow(close)) sprintf("; %s close (see summary())", count_noun(nrow(close), "choice")) else ""))
+  }
+  diagnostics <- result$fit.diagnostics
+  say(sprintf("Fitted %s (%s, %s): %s after %s (%.1f s).",
+              count_noun(length(groups$species.lvls), "gene"),
+              count_noun(sum(result$degrees), "transition"),
+              count_noun(diagnostics$n.params, "parameter"), diagnostics$code,
+              count_noun(diagnostics$iterations, "Newton iteration"),
+              proc.time()[["elapsed"]] - t0))
+  if (!diagnostics$converged) {
+    warning("the fit did not converge (", diagnostics$code, ").", call. = FALSE)
+  }
+  if (diagnostics$on.bound > 0) {
+    say(sprintf("%s on a bound (a rate of 0, a step-like transition, or a Poisson dispersion): see fit.diagnostics.",
+                count_noun(diagnostics$on.bound, "estimate")))
+  }
+  result
 }

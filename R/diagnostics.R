@@ -108,16 +108,14 @@ wisp_residuals <- function(fit, by = c("animal", "treatment", "gene", "context",
   if (!is.null(seed) && (!is.numeric(seed) || length(seed) != 1L || !is.finite(seed))) {
     stop_input("`seed` must be NULL or one number, not ", describe_value(seed), ".", call = call)
   }
-  count_fit <- fit_likelihood(fit) == "nb"
-  type <- if (count_fit) "quantile" else "log"
+  checked <- checked_residuals(fit, seed, call)
+  type <- checked$type
+  # Quantile residuals (count likelihood) are standard normal under the
+  # model: their tests and the dispersions' table go with them.
+  count_fit <- identical(type, "quantile")
   d <- fit$count.data.summed
   keep <- observed_rows(fit) & d$ran != "none" & !is.na(d$count)
-  residual <- if (count_fit) {
-    if (is.null(seed)) quantile_residuals(fit, call = call) else
-      with_seed(seed, quantile_residuals(fit, call = call))
-  } else {
-    d$count.log - d$pred.log
-  }
+  residual <- checked$residual
   keep <- keep & d$species %in% species & d$context %in% contexts
   rows <- data.frame(
     animal = d$ran[keep], context = d$context[keep], gene = d$species[keep],

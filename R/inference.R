@@ -9,41 +9,8 @@
 #   effects on the log-ratio scale (slope_ratio_tests()).
 # - Bootstrap percentile: p = min(1, 2 min(#{x <= 0} + 1, #{x >= 0} + 1) / (R + 1)),
 #   never 0, with the order-statistic interval [x_(k), x_(R+1-k)],
-#   k = ceiling(alpha (R + 1) / 2) - 1.
-
-#' Two-sided bootstrap p-value of "the effect is 0"
-#'
-#' @param replicates Bootstrap estimates of one effect (NA ignored).
-#' @return min(1, 2 min(#{x <= 0} + 1, #{x >= 0} + 1) / (R + 1)); NA without
-#'   replicates. Never below 2 / (R + 1).
-#' @keywords internal
-#' @noRd
-bootstrap_p_value <- function(replicates) {
-  replicates <- replicates[!is.na(replicates)]
-  n <- length(replicates)
-  if (!n) return(NA_real_)
-  below <- sum(replicates <= 0)
-  above <- sum(replicates >= 0)
-  min(1, 2 * (min(below, above) + 1) / (n + 1))
-}
-
-#' Order-statistic percentile interval that agrees with [bootstrap_p_value()]
-#'
-#' @return c(lower, upper): the k-th smallest and k-th largest replicate with
-#'   k = ceiling(alpha (R + 1) / 2) - 1; (-Inf, Inf) when k < 1 (too few
-#'   replicates for this level); NA without replicates.
-#' @keywords internal
-#' @noRd
-bootstrap_interval <- function(replicates, alpha) {
-  replicates <- sort(replicates[!is.na(replicates)])
-  n <- length(replicates)
-  if (!n) return(c(NA_real_, NA_real_))
-  # A small tolerance keeps k from jumping when alpha (R + 1) / 2 is a whole
-  # number that floating point lands just above.
-  k <- ceiling(alpha * (n + 1) / 2 - 1e-9) - 1
-  if (k < 1) return(c(-Inf, Inf))
-  c(replicates[k], replicates[n + 1 - k])
-}
+#   k = ceiling(alpha (R + 1) / 2) - 1 (bootstrap_p_value() and
+#   bootstrap_interval(), in stats.R beside the original's centred rule).
 
 #' Wald p-values and intervals
 #'
@@ -218,11 +185,10 @@ vcov.wisp <- function(object, type = c("fixed", "beta"), ...) {
   check_unused_arguments(..., .method = "vcov.wisp")
   check_wisp_object(object)
   type <- match_choice(type, "type", c("fixed", "beta"))
-  if (fit_likelihood(object) != "nb") {
-    stop_input("vcov() needs the count likelihood (likelihood = \"nb\"): the original's ",
-               "objective is not a likelihood, so it has no Wald covariance. Use the ",
-               "bootstrap (bs_batch()) for its intervals.")
-  }
+  require_likelihood(object, paste0(
+    "vcov() needs the count likelihood (likelihood = \"nb\"): the original's ",
+    "objective is not a likelihood, so it has no Wald covariance. Use the ",
+    "bootstrap (bs_batch()) for its intervals."), call = sys.call())
   covariance <- wisp_covariance(object)
   keep <- wisp_parameter_selector(object$parameters, type)
   covariance[keep, keep, drop = FALSE]
@@ -365,10 +331,9 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
   tested <- p$role %in% "beta" & !held_rows(p)
   shown <- p$role %in% c("baseline", "beta")
   if (method == "wald") {
-    if (fit_likelihood(fit) != "nb") {
-      stop_input("Wald statistics need the count likelihood (likelihood = \"nb\"); use ",
-                 "method = \"percentile\" with a bootstrap.")
-    }
+    require_likelihood(fit, paste0(
+      "Wald statistics need the count likelihood (likelihood = \"nb\"); use ",
+      "method = \"percentile\" with a bootstrap."), call = sys.call())
     covariance <- wisp_covariance(fit)
     se <- sqrt(pmax(diag(covariance), 0))
     df <- wald_degrees_of_freedom(fit, diag(covariance), attr(covariance, "conditional"))

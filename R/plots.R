@@ -193,17 +193,8 @@ plot_types <- c("ratecount", "timeseries", "parameters", "effects", "distributio
 
 `%||%` <- function(a, b) if (is.null(a)) b else a
 
-# The y axis of the rate plots on the linear scale.
-rate_label <- function(fit) {
-  if (fit_likelihood(fit) != "nb") return("rate (expected count)")
-  per <- if (identical(fit$exposure$rule, "none")) "bin" else "cell"
-  sprintf("rate (expected count per %s)", per)
-}
-
-# The rate of a value on the log(1 + rate) scale of the curves.
-curve_rate <- function(fit) {
-  if (fit_likelihood(fit) == "nb") count_rate else function(x) exp(x) - 1
-}
+# rate_label() and curve_rate(), the y axis and the rate of the curves
+# under the fit's likelihood, are in likelihoods.R.
 
 check_plot_levels <- function(values, known, name, call = sys.call(-1)) {
   if (is.null(values)) return(known)

@@ -79,7 +79,13 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
     fail("buffer_factor must be below ", limits$buffer_factor, " (the buffer is a fraction of ",
          "the bins), not ", settings$buffer_factor, ".")
   }
-  for (name in c("ctol", "max_penalty_at_distance_factor", "rise_threshold_factor", "warp_precision")) {
+  # One range for both likelihoods: the rise is a fraction of the step.
+  if (settings$rise_threshold_factor > limits$rise_threshold_factor) {
+    fail("rise_threshold_factor must be above 0 and at most ", limits$rise_threshold_factor,
+         " (the rise is a fraction of the step between block rates), not ",
+         settings$rise_threshold_factor, ".")
+  }
+  for (name in c("ctol", "max_penalty_at_distance_factor", "warp_precision")) {
     if (settings[[name]] > 1) {
       warning(sprintf("model.settings$%s = %g is larger than 1; is that intended?", name,
                       settings[[name]]), call. = FALSE)

@@ -332,7 +332,8 @@ wisp_simulate <- function(n.contexts = 1L, n.genes = 3L, n.random = 3L,
 }
 
 # Constants of the count model: the slope bound S_max (model vignette §11.2)
-# and the rate floor's tau and epsilon (§9.2).
+# and the rate floor's tau and epsilon (§9.2), recorded in the truth's
+# settings (the rate itself comes from the Rust core: r_of_psi()).
 simulation_constants <- list(slope_max = 8, tau = 1e-3, epsilon = 1e-8)
 
 # Evaluates `code` with R's RNG seeded, then restores the caller's stream.
@@ -716,12 +717,9 @@ curve_log_rates <- function(curves, bins) {
   psi
 }
 
-# The rate floor (model vignette §9.2): exp(psi) - 1, smoothly kept above 0.
-r_of_psi <- function(psi) {
-  v <- expm1(psi) / simulation_constants$tau
-  simulation_constants$epsilon +
-    simulation_constants$tau * (pmax(v, 0) + log1p(exp(-abs(v))))
-}
+# The rate floor (model vignette §9.2): exp(psi) - 1, smoothly kept above 0,
+# as the count likelihood's fit computes it.
+r_of_psi <- function(psi) rate_at(psi, "nb")
 
 # ---------------------------------------------------------------------------
 # Cells and tokens

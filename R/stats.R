@@ -2,6 +2,14 @@
 # kept for reproduction as wisp_statistics(method = "centred"), and the
 # bootstrap's attachment to a fit.
 
+# The two bootstrap p-value rules, side by side:
+# - centred_p_value(), the original's rule: wisp_statistics(method = "centred")
+#   only, kept to reproduce the original package's results (parameter_statistics());
+# - bootstrap_p_value(), the percentile rule, with bootstrap_interval() the
+#   interval that agrees with it: wisp_statistics(method = "percentile"), the
+#   default with replicates (wisp(bootstraps.num =), bs_batch()), under either
+#   likelihood.
+
 #' Two-sided centred-bootstrap p-value
 #'
 #' The replicates, centred on their mean, approximate the estimate's
@@ -19,6 +27,40 @@ centred_p_value <- function(replicates, estimate) {
   if (!length(replicates) || is.na(estimate)) return(NA_real_)
   centred <- stats::ecdf(replicates - mean(replicates))
   1 - centred(abs(estimate)) + centred(-abs(estimate))
+}
+
+#' Two-sided bootstrap p-value of "the effect is 0"
+#'
+#' @param replicates Bootstrap estimates of one effect (NA ignored).
+#' @return min(1, 2 min(#{x <= 0} + 1, #{x >= 0} + 1) / (R + 1)); NA without
+#'   replicates. Never below 2 / (R + 1).
+#' @keywords internal
+#' @noRd
+bootstrap_p_value <- function(replicates) {
+  replicates <- replicates[!is.na(replicates)]
+  n <- length(replicates)
+  if (!n) return(NA_real_)
+  below <- sum(replicates <= 0)
+  above <- sum(replicates >= 0)
+  min(1, 2 * (min(below, above) + 1) / (n + 1))
+}
+
+#' Order-statistic percentile interval that agrees with [bootstrap_p_value()]
+#'
+#' @return c(lower, upper): the k-th smallest and k-th largest replicate with
+#'   k = ceiling(alpha (R + 1) / 2) - 1; (-Inf, Inf) when k < 1 (too few
+#'   replicates for this level); NA without replicates.
+#' @keywords internal
+#' @noRd
+bootstrap_interval <- function(replicates, alpha) {
+  replicates <- sort(replicates[!is.na(replicates)])
+  n <- length(replicates)
+  if (!n) return(c(NA_real_, NA_real_))
+  # A small tolerance keeps k from jumping when alpha (R + 1) / 2 is a whole
+  # number that floating point lands just above.
+  k <- ceiling(alpha * (n + 1) / 2 - 1e-9) - 1
+  if (k < 1) return(c(-Inf, Inf))
+  c(replicates[k], replicates[n + 1 - k])
 }
 
 #' Estimates, intervals and multiplicity-adjusted p-values
@@ -157,34 +199,8 @@ attach_bootstrap <- function(result, boot, use.median = FALSE, converged.only = 
   result
 }
 
-# Predicted log rates of every row of fit$count.data.summed at `parameters`.
-fit_predictions <- function(fit, parameters) {
-  if (fit_likelihood(fit) == "nb") {
-    psi <- count_predict_rust(fit$plan, as.double(parameters))
-    c(psi$rows, psi$population)
-  } else {
-    model_predict(model_from_bytes(fit$plan, fit$settings), parameters)
-  }
-}
-
 # Expected counts of the rows of fit$count.data.summed from their log rates
 # (count likelihood: exposure x rate, the rate itself on population rows).
 fit_response <- function(fit, pred_log) {
-  if (fit_likelihood(fit) == "nb") {
-    exposure <- fit$count.data.summed$exposure
-    count_rate(pred_log) * ifelse(is.na(exposure), 1, exposure)
-  } else {
-    exp(pred_log) - 1
-  }
-}
-
-# Quantiles of the predicted log rates of every row over parameter samples.
-fit_bands <- function(fit, samples, probabilities) {
-  values <- as.vector(t(samples))
-  if (fit_likelihood(fit) == "nb") {
-    bands <- count_bands_rust(fit$plan, values, probabilities)
-    lapply(seq_along(probabilities), function(i) c(bands$rows[[i]], bands$population[[i]]))
-  } else {
-    model_prediction_bands_rust(fit$plan, values, probabilities)
-  }
+  curve_rate(fit)(pred_log) * summed_exposure(fit, fit$count.data.summed)
 }

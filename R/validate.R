@@ -54,3 +54,11 @@ check_worker_limit <- function(workers, name = "workers", call = sys.call(-1)) {
   }
   invisible(workers)
 }
+
+check_flag <- function(x, name, allow_na = FALSE, call = sys.call(-1)) {
+  if (!is.logical(x) || length(x) != 1L || (is.na(x) && !allow_na)) {
+    stop_input("`", name, "` must be TRUE", if (allow_na) ", FALSE or NA" else " or FALSE",
+               ", not ", describe_value(x), ".", call = call)
+  }
+  invisible(x)
+}

@@ -72,7 +72,9 @@
 #' exact Hessian. A fit has converged when every gradient entry times its
 #' parameter's standard error is at most 1e-4 and the Newton decrement is at
 #' most 1e-10 relative to the objective (`fit.diagnostics$max.gradient`
-#' reports the first), and the variances have settled.
+#' reports the first), and the variances have settled; `control =
+#' wisp_control()` sets these limits and the most iterations (see
+#' [wisp_control()]).
 #'
 #' @param count.data A data.frame with one row per token (e.g. one gene in
 #'   one cell): a count, a spatial bin, and columns for context, species
@@ -170,13 +172,22 @@
 #'   the best step function's are used otherwise. Fixing only some curves
 #'   needs `likelihood = "nb"`; the grid search of `LRO_cost` is skipped
 #'   when any curve is fixed.
+#' @param control The limits of the Newton fit of the count likelihood
+#'   (`likelihood = "nb"`), from [wisp_control()]: iterations and tolerances
+#'   (the defaults of the package's core). Setting any of them under
+#'   `likelihood = "original"` is an error: its L-BFGS fit is controlled by
+#'   `model.settings$ctol` and `max_evals`.
 #'
 #' @details `model.settings` (defaults in parentheses; the package's Rust
 #'   core holds them, see `wispack:::wisp_default_model_settings()`):
 #'   `buffer_factor` (0.05) minimum spacing of transitions as a fraction of
 #'   the bins, above 0 and below 0.5; `ctol` (1e-6)
-#'   relative change of the objective that ends a fit; `max_evals` (1000)
-#'   objective evaluations allowed per fit; `max_penalty_at_distance_factor`
+#'   relative change of the objective that ends an L-BFGS fit of
+#'   `likelihood = "original"`; `max_evals` (1000) objective evaluations
+#'   allowed per such fit (both apply to `likelihood = "original"` only: under
+#'   `"nb"` they are ignored, with a warning when given, and `control =
+#'   wisp_control(newton_gradient_tolerance =, newton_max_iterations =)` does
+#'   their job); `max_penalty_at_distance_factor`
 #'   (0.01) size of the boundary penalty at the start, relative to the
 #'   negative log-likelihood; `structure` ("auto": "likelihood" under the
 #'   count likelihood, "lro" under the original) how each curve's number
@@ -213,8 +224,9 @@
 #'   relative; reported as such), e.g. to check with
 #'   [wisp_residuals()] whether the counts are overdispersed (the last six
 #'   under `"nb"` only);
-#'   `rise_threshold_factor` (0.8) the rise, as a fraction of the step
-#'   between block rates, that a transition must reach within its run of
+#'   `rise_threshold_factor` (0.8) the rise, above 0 and at most 1, as a
+#'   fraction of the step between block rates, that a transition must reach
+#'   within its run of
 #'   bins; it sets the starting slopes (a larger factor, longer runs,
 #'   gentler slopes); `rng_seed` (42) seed of the starting warping factors and of the
 #'   quantile residuals that `plot(fit, type = "residuals")` draws;
@@ -281,7 +293,9 @@
 #' combination (the first level of every fixed effect) must have data, as
 #' every effect is measured from it. `likelihood = "original"` needs every
 #' combination, as the original package did.
-#' @return An object of class `"wisp"`: a list with the original's fields
+#' @return An object of class `c("wisp_nb", "wisp")` (the count likelihood)
+#'   or `c("wisp_original", "wisp")` (the original's objective), whose
+#'   methods are those of `"wisp"`: a list with the original's fields
 #'   (`count.data.summed`, `fitted.parameters`, `param.names`,
 #'   `gamma.dispersion`, `fix`, `treatment`, `weight.matrix`,
 #'   `grouping.variables`, `param.idx0`, `settings`,
@@ -326,7 +340,8 @@
 wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = FALSE,
                  bootstraps.num = 0, converged.resamples.only = TRUE, max.fork = 1,
                  verbose = TRUE, model.settings = list(), MCMC.settings = list(),
-                 plot.settings = list(), ran.seed = 1234, degrees = NULL) {
+                 plot.settings = list(), ran.seed = 1234, degrees = NULL,
+                 control = wisp_control()) {
   call <- match.call()
   check_flag(fit_only, "fit_only")
   check_flag(use.median, "use.median")
@@ -337,6 +352,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   warn_workers_above_cores(max.fork, "max.fork")
   check_flag(verbose, "verbose")
   settings <- wisp_model_settings(model.settings)
+  newton <- wisp_control_settings(control, settings, model.settings)
   wisp_mcmc_settings(MCMC.settings)
   plot.settings <- wisp_plot_settings(plot.settings)
   if (!is.null(ran.seed)) check_whole_number(ran.seed, "ran.seed", lower = -.Machine$integer.max)
@@ -350,7 +366,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   on.exit(progress$finish(), add = TRUE)
   if (settings$likelihood == "nb") {
     result <- wisp_count(prepared, settings, plot.settings, variables, call, max.fork, say,
-                         degrees, progress$report)
+                         degrees, progress$report, newton)
   } else {
     result <- wisp_original(prepared, settings, plot.settings, variables, call, max.fork, say,
                             started, degrees, progress$report)
@@ -358,7 +374,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   if (!fit_only && bootstraps.num > 0) {
     result <- wisp_bootstrap_statistics(result, bootstraps.num, max.fork, use.median,
                                         converged.resamples.only, ran.seed, verbose)
-  } else if (!fit_only && fit_likelihood(result) == "original") {
+  } else if (!fit_only && is.null(statistics_without_bootstrap(result))) {
     say("Statistics need a bootstrap: call wisp(..., bootstraps.num = 1000) or bs_batch() on this fit.")
   } else if (!fit_only) {
     result <- wisp_statistics(result, method = "wald")
@@ -368,237 +384,8 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   result
 }
 
-# The progress of wisp()'s stages. `report(stage, done, total)` is what Rust
-# calls as each distinct change-point structure of the grid search (stage
-# "grid"), each curve's structure selection (stages "structure" and, with
-# the random effects held at the fit of that first choice, stage "warps",
-# then "reselect", under structure = "likelihood") and each gene (stage
-# "fit") is fitted, with
-# done = 0 before the
-# first fit of a stage (stage "joint": the original's one fit of every
-# gene, reported from R). It signals one progressr step per fit (with
-# `progress`; one progressor per stage, finished after its last step) and,
-# through `say`, coarse messages: the stage and what it fits when it starts,
-# and how many are done (each one up to 10, else every quarter).
-# `finish()` finishes a stage that an error cut short; wisp() calls it on
-# exit.
-stage_progress <- function(say, progress, workers, envir = parent.frame()) {
-  force(envir) # the caller's frame, not wherever the callback first runs
-  step <- NULL # the progressor of the stage under way
-  finish <- function() {
-    if (!is.null(step)) {
-      current <- step
-      step <<- NULL
-      current(type = "finish")
-    }
-    invisible()
-  }
-  report <- function(stage, done, total) {
-    done <- as.integer(done)
-    total <- as.integer(total)
-    unit <- switch(stage, grid = "change-point structure", structure = , reselect = "curve",
-                   "gene")
-    # The original's one fit of every gene: a step, without messages.
-    if (identical(stage, "joint")) say <- function(...) invisible()
-    if (done == 0L) {
-      finish()
-      # Nothing left to fit (every gene's fit came with the structure step).
-      if (total == 0L) return(invisible())
-      step <<- progress_notifier(progress && total > 0L, total, envir = envir, on_exit = FALSE)
-      say(sprintf("%s: %s to fit%s.",
-                  switch(stage, grid = "Grid search",
-                         structure = "Structure (degrees by BIC, random effects at 0)",
-                         warps = "Structure: random effects of that choice",
-                         reselect = "Structure (degrees by BIC, random effects held)",
-                         "Fit"),
-                  count_noun(total, unit),
-                  if (workers > 1 && total > 1) {
-                    sprintf(" on %s", count_noun(min(workers, total), "worker"))
-                  } else ""))
-      return(invisible())
-    }
-    if (!is.null(step)) step()
-    quarter <- ceiling(total / 4)
-    if (total <= 10L || done == total || done %/% quarter != (done - 1L) %/% quarter) {
-      say(sprintf("  %d of %s fitted", done, count_noun(total, unit)))
-    }
-    if (done >= total) finish()
-    invisible()
-  }
-  list(report = report, finish = finish)
-}
-
-# The count likelihood's fit, with progress messages.
-wisp_count <- function(prepared, settings, plot.settings, variables, call, workers, say,
-                       degrees, progress = NULL) {
-  t0 <- proc.time()[["elapsed"]]
-  bins <- if (settings$max_bin > 0) settings$max_bin else NULL
-  fitted <- count_fit(prepared, settings, workers, degrees, bins, progress)
-  result <- wisp_count_result(fitted, settings, plot.settings, variables, call)
-  groups <- result$grouping.variables
-  say(sprintf("Data: %s, %s, %s, %s, %s.",
-              count_noun(nrow(prepared$tokens), "token"),
-              count_noun(length(groups$context.lvls), "context"),
-              count_noun(length(groups$species.lvls), "gene"),
-              count_noun(sum(groups$ran.lvls != "none"), "random level"),
-              count_noun(length(result$treatment$names), "treatment")))
-  say(sprintf("Exposure: %s (%s).", result$exposure$rule, result$exposure$reason))
-  if (!is.null(fitted$grid)) {
-    say(sprintf("Grid search over %s (%s): best %s at window factor %.2f, cutoff %.2f (%.1f s).",
-                count_noun(nrow(fitted$grid), "change-point setting"),
-                count_noun(length(unique(fitted$grid$structure)), "distinct structure"),
-                settings$LRO_cost, fitted$window, fitted$cutoff, fitted$structure_seconds))
-  }
-  if (!is.null(fitted$selection)) {
-    close <- close_structure_choices(fitted$selection)
-    say(sprintf("Transitions chosen by BIC curve by curve: %s compared for %s (%.1f s)%s.",
-                count_noun(nrow(fitted$selection), "candidate"),
-                count_noun(sum(fitted$selection$chosen), "curve"), fitted$structure_seconds,
-                if (nrow(close)) sprintf("; %s close (see summary())", count_noun(nrow(close), "choice")) else ""))
-  }
-  diagnostics <- result$fit.diagnostics
-  say(sprintf("Fitted %s (%s, %s): %s after %s (%.1f s).",
-              count_noun(length(groups$species.lvls), "gene"),
-              count_noun(sum(result$degrees), "transition"),
-              count_noun(diagnostics$n.params, "parameter"), diagnostics$code,
-              count_noun(diagnostics$iterations, "Newton iteration"),
-              proc.time()[["elapsed"]] - t0))
-  if (!diagnostics$converged) {
-    warning("the fit did not converge (", diagnostics$code, ").", call. = FALSE)
-  }
-  if (diagnostics$on.bound > 0) {
-    say(sprintf("%s on a bound (a rate of 0, a step-like transition, or a Poisson dispersion): see fit.diagnostics.",
-                count_noun(diagnostics$on.bound, "estimate")))
-  }
-  result
-}
-
-# The original likelihood's fit (likelihood = "original").
-wisp_original <- function(prepared, settings, plot.settings, variables, call, max.fork, say,
-                          started, degrees = NULL, progress = NULL) {
-  base <- model_build(
-    prepared$tokens, prepared$fixed_effects, prepared$time_series, degrees = 0L,
-    settings = settings[c("buffer_factor", "warp_precision", "max_penalty_at_distance_factor",
-                          "round_none")],
-    bins = if (settings$max_bin > 0) settings$max_bin else NULL
-  )
-  say(sprintf("Summed %s into %s (%s, %s, %s, %s) in %.1f s.",
-              count_noun(nrow(prepared$tokens), "token"), count_noun(nrow(base$summed), "row"),
-              count_noun(length(base$contexts), "context"), count_noun(length(base$species), "gene"),
-              count_noun(sum(base$ran_levels != "none"), "random level"),
-              count_noun(length(base$treatments), "treatment"), proc.time()[["elapsed"]] - started))
-
-  grid <- NULL
-  window <- settings$LROwindow_factor
-  cutoff <- settings$LROcutoff
-  fixed <- degree_vector(degrees, base$contexts, base$species)
-  if (anyNA(fixed)) {
-    stop_input("under likelihood = \"original\", `degrees` fixes every curve or none ",
-               "(NA entries, or genes left out of a list, need likelihood = \"nb\").", call = call)
-  }
-  if (!is.null(fixed)) fixed <- as.integer(fixed)
-  if (settings$LRO_cost != "none" && is.null(fixed)) {
-    t0 <- proc.time()[["elapsed"]]
-    searched <- lro_grid_search(base, settings, max.fork, progress)
-    grid <- searched$grid
-    # The core chooses the point of least cost, as it does under "nb".
-    best <- searched$best
-    window <- grid$LROwindow_factor[best]
-    cutoff <- grid$LROcutoff[best]
-    say(sprintf("Grid search over %s (%s, %s): best %s at window factor %.2f, cutoff %.2f (%.1f s).",
-                count_noun(nrow(grid), "change-point setting"),
-                count_noun(length(unique(grid$structure)), "distinct structure"),
-                count_noun(max.fork, "worker"),
-                settings$LRO_cost, window, cutoff, proc.time()[["elapsed"]] - t0))
-  }
-
-  t0 <- proc.time()[["elapsed"]]
-  # The original's objective couples every gene: one fit, one step.
-  say("Fit: all genes at once (the original's objective).")
-  if (!is.null(progress)) progress("joint", 0L, 1L)
-  fitted <- wisp_fit_rust(base$bytes, window, cutoff, settings$LRO_method, settings$ctol,
-                          settings$max_evals, settings$rise_threshold_factor, settings$rng_seed,
-                          if (is.null(fixed)) integer() else fixed)
-  if (!is.null(progress)) progress("joint", 1L, 1L)
-  result <- wisp_result(fitted, settings, plot.settings, grid, variables, call)
-  diagnostics <- result$fit.diagnostics
-  say(sprintf("Fitted %s (%s): %s after %d evaluations (%.1f s).",
-              count_noun(diagnostics$n.params, "parameter"), count_noun(sum(result$degrees), "transition"),
-              diagnostics$code, diagnostics$num.evals,
-              proc.time()[["elapsed"]] - t0))
-  if (!diagnostics$converged) {
-    warning("the fit did not converge (", diagnostics$code, "); consider raising ",
-            "model.settings$max_evals.", call. = FALSE)
-  }
-  result$likelihood <- "original"
-  result
-}
-
-check_flag <- function(x, name, allow_na = FALSE, call = sys.call(-1)) {
-  if (!is.logical(x) || length(x) != 1L || (is.na(x) && !allow_na)) {
-    stop_input("`", name, "` must be TRUE", if (allow_na) ", FALSE or NA" else " or FALSE",
-               ", not ", describe_value(x), ".", call = call)
-  }
-  invisible(x)
-}
-
-# The grid search: `grid`, a data.frame with the original's columns plus
-# `converged`, `code` and `structure` (grid points with the same number share
-# one detected structure and one fit), and `best`, the row the core chose.
-lro_grid_search <- function(base, settings, workers, progress = NULL) {
-  searched <- continue_jump(wisp_grid_search_rust(
-    base$bytes, settings$LRO_cost, settings$LRO_method, settings$ctol, settings$max_evals,
-    settings$rise_threshold_factor, settings$rng_seed, as.integer(workers), progress
-  ))
-  grid <- as.data.frame(searched$points, stringsAsFactors = FALSE)
-  grid$NLL <- grid$neg_loglik
-  list(grid = grid, best = searched$best)
-}
-
-# Assembles the "wisp" object from the Rust fit.
-wisp_result <- function(fitted, settings, plot.settings, grid, variables, call) {
-  model <- model_from_bytes(fitted$plan, settings)
-  settings$inf_warp <- model$inf_warp
-  parameters <- fitted$parameters
-  names(parameters) <- model$parameter_names
-  pred_log <- model_predict(model, parameters)
-  summed <- model$summed
-  count <- ifelse(summed$observed, summed$count, NA_real_)
-  count.data.summed <- data.frame(
-    bin = summed$bin, count = count, pred = exp(pred_log) - 1,
-    count.log = ifelse(summed$observed, summed$count_log, NA_real_), pred.log = pred_log,
-    context = summed$context, species = summed$species, ran = summed$ran,
-    treatment = summed$treatment, stringsAsFactors = FALSE
-  )
-  structure(list(
-    model.component.list = c("Rt", "tslope", "tpoint"),
-    count.data.summed = count.data.summed,
-    LRO.grid.search.results = grid,
-    fitted.parameters = parameters,
-    gamma.dispersion = model$dispersion,
-    param.names = model$parameter_names,
-    fix = fixed_effect_description(model),
-    treatment = list(names = model$treatments,
-                     components = lapply(seq_along(model$treatments), function(i) {
-                       vapply(model$treatment_levels, function(l) l[i], "")
-                     })),
-    weight.matrix = model$weights,
-    grouping.variables = list(context.lvls = model$contexts, species.lvls = model$species,
-                              ran.lvls = model$ran_levels),
-    param.idx0 = parameter_indices(model),
-    settings = settings,
-    plot.settings = plot.settings,
-    variables = variables,
-    fit.diagnostics = fit_diagnostics(fitted$diagnostics, length(parameters)),
-    degrees = model$degrees,
-    change.points = with_treatment_names(as.data.frame(fitted$change_points,
-                                                       stringsAsFactors = FALSE), model),
-    parameters = model$parameters,
-    start = stats::setNames(fitted$start, model$parameter_names),
-    plan = fitted$plan,
-    call = call
-  ), class = "wisp")
-}
+# Parts of the "wisp" object that both likelihoods assemble alike
+# (wisp_count_result() in count.R, wisp_result() in original.R).
 
 fixed_effect_description <- function(model) {
   levels <- model$fixed_levels

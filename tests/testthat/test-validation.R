@@ -191,3 +191,17 @@ test_that("plot settings are validated by name, type and range", {
   expect_error(mcmc(list(MCMC.step.size = 0.1)), class = "wisp_input_error", regexp = "bootstrap")
   expect_silent(mcmc(list(MCMC.prior = 1L, MCMC.steps = 0)))
 })
+
+test_that("rise_threshold_factor lies in (0, 1] under both likelihoods", {
+  limit <- wispack:::model_rules()$limits$rise_threshold_factor
+  settings <- wispack:::wisp_model_settings
+  for (likelihood in c("nb", "original")) {
+    for (value in c(0, -0.5, 1.0001, 2, 10)) {
+      expect_error(settings(list(likelihood = likelihood, rise_threshold_factor = value)),
+                   class = "wisp_input_error", regexp = "rise_threshold_factor")
+    }
+    expect_silent(settings(list(likelihood = likelihood, rise_threshold_factor = limit)))
+    expect_silent(settings(list(likelihood = likelihood, rise_threshold_factor = 0.05)))
+  }
+  expect_error(settings(list(rise_threshold_factor = 2)), "at most 1")
+})

@@ -1,0 +1,59 @@
+# The progress of wisp()'s stages. `report(stage, done, total)` is what Rust
+# calls as each distinct change-point structure of the grid search (stage
+# "grid"), each curve's structure selection (stages "structure" and, with
+# the random effects held at the fit of that first choice, stage "warps",
+# then "reselect", under structure = "likelihood") and each gene (stage
+# "fit") is fitted, with
+# done = 0 before the
+# first fit of a stage (stage "joint": the original's one fit of every
+# gene, reported from R). It signals one progressr step per fit (with
+# `progress`; one progressor per stage, finished after its last step) and,
+# through `say`, coarse messages: the stage and what it fits when it starts,
+# and how many are done (each one up to 10, else every quarter).
+# `finish()` finishes a stage that an error cut short; wisp() calls it on
+# exit.
+stage_progress <- function(say, progress, workers, envir = parent.frame()) {
+  force(envir) # the caller's frame, not wherever the callback first runs
+  step <- NULL # the progressor of the stage under way
+  finish <- function() {
+    if (!is.null(step)) {
+      current <- step
+      step <<- NULL
+      current(type = "finish")
+    }
+    invisible()
+  }
+  report <- function(stage, done, total) {
+    done <- as.integer(done)
+    total <- as.integer(total)
+    unit <- switch(stage, grid = "change-point structure", structure = , reselect = "curve",
+                   "gene")
+    # The original's one fit of every gene: a step, without messages.
+    if (identical(stage, "joint")) say <- function(...) invisible()
+    if (done == 0L) {
+      finish()
+      # Nothing left to fit (every gene's fit came with the structure step).
+      if (total == 0L) return(invisible())
+      step <<- progress_notifier(progress && total > 0L, total, envir = envir, on_exit = FALSE)
+      say(sprintf("%s: %s to fit%s.",
+                  switch(stage, grid = "Grid search",
+                         structure = "Structure (degrees by BIC, random effects at 0)",
+                         warps = "Structure: random effects of that choice",
+                         reselect = "Structure (degrees by BIC, random effects held)",
+                         "Fit"),
+                  count_noun(total, unit),
+                  if (workers > 1 && total > 1) {
+                    sprintf(" on %s", count_noun(min(workers, total), "worker"))
+                  } else ""))
+      return(invisible())
+    }
+    if (!is.null(step)) step()
+    quarter <- ceiling(total / 4)
+    if (total <= 10L || done == total || done %/% quarter != (done - 1L) %/% quarter) {
+      say(sprintf("  %d of %s fitted", done, count_noun(total, unit)))
+    }
+    if (done >= total) finish()
+    invisible()
+  }
+  list(report = report, finish = finish)
+}

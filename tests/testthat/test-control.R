@@ -1,0 +1,99 @@
+# wisp_control(): the Newton limits of the count likelihood's fit.
+
+test_that("wisp_control() holds the core's defaults and prints them", {
+  control <- wisp_control()
+  expect_s3_class(control, "wisp_control")
+  defaults <- wispack:::model_rules()$control
+  expect_identical(names(control), names(defaults))
+  for (name in names(defaults)) expect_identical(control[[name]], as.double(defaults[[name]]))
+  expect_identical(attr(control, "given"), character())
+  expect_output(print(control), "newton_max_iterations +200 \\(default\\)")
+  set <- wisp_control(newton_max_iterations = 5)
+  expect_identical(attr(set, "given"), "newton_max_iterations")
+  expect_output(print(set), "newton_max_iterations +5\n")
+})
+
+test_that("wisp_control() refuses values out of range, naming the setting", {
+  for (name in c("newton_max_iterations", "max_variance_updates")) {
+    for (value in list(0, 1.5, -1, NA, Inf, "10", c(1, 2), 2e9)) {
+      args <- stats::setNames(list(value), name)
+      expect_error(do.call(wisp_control, args), class = "wisp_input_error", regexp = name)
+    }
+  }
+  for (name in c("newton_gradient_tolerance", "newton_decrement_tolerance", "variance_tolerance")) {
+    for (value in list(0, -1e-4, NA, Inf, "1e-4", c(1e-4, 1e-4))) {
+      args <- stats::setNames(list(value), name)
+      expect_error(do.call(wisp_control, args), class = "wisp_input_error", regexp = name)
+    }
+  }
+  expect_error(wisp_control(max_iterations = 1), "unused argument")
+  expect_error(wisp(small_counts(), control = list2env(list())), class = "wisp_input_error",
+               regexp = "wisp_control")
+})
+
+test_that("the default control gives bitwise the fit without one", {
+  fit <- without_design_warning(
+    wisp(small_counts(), model.settings = list(LRO_cost = "none"), verbose = FALSE,
+         control = wisp_control()))
+  reference <- small_fit()
+  for (field in c("fitted.parameters", "count.data.summed", "stats", "gamma.dispersion",
+                  "random.sd", "plan")) {
+    expect_identical(fit[[field]], reference[[field]], label = field)
+  }
+  keep <- c("pen.neg.value", "neg.loglik", "converged", "code", "iterations", "max.gradient")
+  expect_identical(fit$fit.diagnostics[keep], reference$fit.diagnostics[keep])
+  # Every default given explicitly, or as a plain list, is the same fit.
+  explicit <- do.call(wisp_control, unclass(wisp_control()))
+  again <- wisp(small_counts(), model.settings = list(LRO_cost = "none"), verbose = FALSE,
+                control = explicit, fit_only = TRUE)
+  expect_identical(again$fitted.parameters, reference$fitted.parameters)
+})
+
+test_that("control values reach the fit", {
+  said <- character()
+  short <- withCallingHandlers(
+    wisp(small_counts(), model.settings = list(LRO_cost = "none"), verbose = FALSE,
+         control = wisp_control(newton_max_iterations = 1), fit_only = TRUE),
+    warning = function(w) {
+      said <<- c(said, conditionMessage(w))
+      invokeRestart("muffleWarning")
+    })
+  expect_true(any(grepl("did not converge", said)))
+  expect_false(short$fit.diagnostics$converged)
+  expect_lt(short$fit.diagnostics$iterations, small_fit()$fit.diagnostics$iterations)
+  loose <- wisp(small_counts(), model.settings = list(LRO_cost = "none"), verbose = FALSE,
+                control = list(newton_gradient_tolerance = 0.5, variance_tolerance = 0.1),
+                fit_only = TRUE)
+  expect_false(identical(loose$fitted.parameters, small_fit()$fitted.parameters))
+  expect_lte(loose$fit.diagnostics$iterations, small_fit()$fit.diagnostics$iterations)
+})
+
+test_that("the Newton limits do not apply to the original, nor ctol and max_evals to \"nb\"", {
+  counts <- small_counts()
+  expect_error(
+    wisp(counts, model.settings = list(likelihood = "original", LRO_cost = "none"),
+         control = wisp_control(newton_max_iterations = 5), verbose = FALSE),
+    class = "wisp_input_error", regexp = "newton_max_iterations.*likelihood = \"nb\" only.*ctol")
+  # The default control is fine under the original's objective.
+  original <- wisp(counts, model.settings = list(likelihood = "original", LRO_cost = "none"),
+                   control = wisp_control(), verbose = FALSE)
+  expect_identical(original$fitted.parameters, small_fit_original()$fitted.parameters)
+  expect_warning(
+    wisp(counts, model.settings = list(LRO_cost = "none", ctol = 1e-8), verbose = FALSE,
+         fit_only = TRUE),
+    "ctol is ignored under likelihood = \"nb\".*wisp_control\\(newton_gradient_tolerance =, newton_max_iterations =\\)")
+  expect_warning(
+    wisp(counts, model.settings = list(LRO_cost = "none", ctol = 1e-8, max_evals = 10),
+         verbose = FALSE, fit_only = TRUE),
+    "ctol and max_evals are ignored")
+})
+
+test_that("the fit's plan keeps its control: bootstrap replicates use it", {
+  counts <- wisp_simulate(n.genes = 1, n.bins = 30, seed = 3)
+  short <- suppressWarnings(wisp(counts, model.settings = list(LRO_cost = "none"),
+                                 control = wisp_control(newton_max_iterations = 1),
+                                 fit_only = TRUE, verbose = FALSE))
+  boot <- bs_batch(short, 2, seed = 1, progress = FALSE)
+  expect_true(all(boot$diagnostics$iterations <= 1))
+  expect_false(any(boot$diagnostics$converged))
+})
