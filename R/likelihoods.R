@@ -37,16 +37,13 @@ fit_likelihood.default <- function(fit) {
 }
 
 # The rate per unit of exposure at curve values `psi` (the log(1 + rate)
-# scale). Under "nb" the Rust core's, floored smoothly above 0 (1e-8 + 1e-3
-# log(1 + exp((e^psi - 1) / 1e-3)), model vignette §9.2). Under "original"
-# exp(psi) - 1 as R computes it, as the original package and wispack 0.1.0
-# did: the predictions saved in such fits are reproduced bit for bit
-# (test-saved.R), which the core's exp_m1() (curve_rate_rust(psi,
-# "original")) is not: it differs from exp(psi) - 1 by up to one unit in the
-# last place in about a quarter of the values. Keeps the attributes of `psi`
+# scale), from the Rust core (one definition of each likelihood's link):
+# under "nb" floored smoothly above 0 (1e-8 + 1e-3 log(1 + exp((e^psi - 1) /
+# 1e-3)), model vignette §9.2); under "original" e^psi - 1, computed as R and
+# the original package do, so the predictions saved in older fits are
+# reproduced bit for bit (test-saved.R). Keeps the attributes of `psi`
 # (names, dim); NA and NaN stay as they are.
 rate_at <- function(psi, likelihood) {
-  if (identical(likelihood, "original")) return(exp(psi) - 1)
   rate <- psi
   known <- !is.na(psi)
   rate[known] <- curve_rate_rust(as.double(psi[known]), likelihood)

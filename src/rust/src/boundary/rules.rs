@@ -59,7 +59,9 @@ fn curve_rate_rust(psi: Vec<f64>, likelihood: &str) -> RResult<Vec<f64>> {
             .iter()
             .map(|&v| crate::nb::family::rate(v).value)
             .collect()),
-        "original" => Ok(psi.iter().map(|&v| v.exp_m1()).collect()),
+        // e^Ψ − 1 as the original package and R compute it (not exp_m1,
+        // which differs in the last bit and below |Ψ| ≈ 1e-16).
+        "original" => Ok(psi.iter().map(|&v| v.exp() - 1.0).collect()),
         other => Err(Error::input(format!("unknown likelihood \"{other}\""))),
     }
 }
