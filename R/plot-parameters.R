@@ -27,6 +27,27 @@ effect_labels <- function(fit, treatments) {
   }, "", USE.NAMES = FALSE)
 }
 
+# Dodged x positions, computed once for every layer of a figure: the point,
+# the interval and the star of one parameter share its x. (position_dodge()
+# dodges each layer by the groups present in that layer's own data, so a
+# layer of the significant effects only, or a point layer grouped also by
+# significance, put stars and intervals beside the wrong points.) `at` is
+# the undodged position, `member` what is dodged within it (a factor, in its
+# level order), `within` what else keys a set of dodged things (the panel);
+# the positions are those of position_dodge(width) over the members present.
+dodged_x <- function(at, member, within, width) {
+  key <- paste(within, at, sep = "\r")
+  rank <- stats::ave(as.integer(member), key, FUN = function(m) match(m, sort(unique(m))))
+  n <- stats::ave(as.integer(member), key, FUN = function(m) length(unique(m)))
+  at + ifelse(n > 1, width * ((rank - 0.5) / n - 0.5), 0)
+}
+
+# Breaks of a position axis at whole numbers (blocks, genes).
+whole_breaks <- function(limits) {
+  if (any(!is.finite(limits))) return(numeric(0))
+  seq(ceiling(limits[1] - 1e-9), floor(limits[2] + 1e-9))
+}
+
 # The parameters of the fixed effects or random effects with their
 # estimates and the intervals and significance of fit$stats.
 parameter_rows <- function(fit, species, contexts, keep) {
@@ -78,32 +99,36 @@ effect_plot <- function(fit, pages, contexts, opts) {
   treatments <- setdiff(fit$treatment$names, fit$treatment$names[1])
   labels <- stats::setNames(effect_labels(fit, treatments), treatments)
   table$treatment <- factor(table$treatment, levels = treatments)
-  table$index <- factor(table$block)
   colours <- treatment_colours(fit, opts)[treatments]
   has_ci <- any(!is.na(table$CI.low))
-  dodge <- ggplot2::position_dodge(width = 0.7)
-  g <- ggplot2::ggplot(table, ggplot2::aes(x = .data$index, y = .data$estimate,
-                                           colour = .data$treatment)) +
+  # One x per effect for its point, interval and star: the block, dodged by
+  # treatment within the panel and component.
+  table$x <- dodged_x(table$block, table$treatment,
+                      paste(table$panel, table$component.label), width = 0.7)
+  g <- ggplot2::ggplot(table, ggplot2::aes(x = .data$x, y = .data$estimate,
+                                           colour = .data$treatment, group = .data$treatment)) +
     wisp_theme(fit, opts) +
     ggplot2::geom_hline(yintercept = 0, colour = "grey60", linewidth = 0.3)
   if (has_ci) {
     g <- g + ggplot2::geom_linerange(ggplot2::aes(ymin = .data$CI.low, ymax = .data$CI.high),
-                                     position = dodge, linewidth = 0.5)
+                                     linewidth = 0.5)
   }
-  g <- g + ggplot2::geom_point(ggplot2::aes(shape = .data$significant), position = dodge,
+  g <- g + ggplot2::geom_point(ggplot2::aes(shape = .data$significant),
                                size = 1.8, fill = "white") +
     ggplot2::scale_shape_manual(values = c(`TRUE` = 16, `FALSE` = 21),
                                 labels = c(`TRUE` = "significant", `FALSE` = "not significant"),
                                 breaks = c("TRUE", "FALSE"), name = NULL, drop = FALSE) +
     ggplot2::scale_colour_manual(values = colours, labels = labels[treatments],
                                  breaks = treatments, name = "effect") +
-    ggplot2::scale_y_continuous(expand = ggplot2::expansion(mult = c(0.08, 0.18)))
+    ggplot2::scale_y_continuous(expand = ggplot2::expansion(mult = c(0.08, 0.18))) +
+    ggplot2::scale_x_continuous(breaks = whole_breaks, minor_breaks = NULL,
+                                expand = ggplot2::expansion(add = 0.35))
   marks <- table[table$significant, , drop = FALSE]
   if (nrow(marks)) {
     marks$y <- ifelse(is.na(marks$CI.high), marks$estimate, marks$CI.high)
     g <- g + ggplot2::geom_text(
-      data = marks, ggplot2::aes(y = .data$y, label = .data$significance, group = .data$treatment),
-      position = dodge, vjust = -0.1, size = opts$label_size, show.legend = FALSE
+      data = marks, ggplot2::aes(y = .data$y, label = .data$significance),
+      vjust = -0.1, size = opts$label_size, show.legend = FALSE
     )
   }
   g + ggplot2::facet_grid(rows = ggplot2::vars(.data$component.label),
@@ -116,7 +141,9 @@ effect_plot <- function(fit, pages, contexts, opts) {
         if (!is.null(fit$stats$parameters)) "stars: adjusted significance",
         "rates on the log(1 + rate) scale, points in bins", page_note(pages))
     ) +
-    ggplot2::guides(colour = ggplot2::guide_legend(order = 1),
+    # A legend of many or long effect names in two rows, to fit 7 inches.
+    ggplot2::guides(colour = ggplot2::guide_legend(
+                      order = 1, nrow = if (sum(nchar(labels) + 6) > 90) 2L else NULL),
                     shape = ggplot2::guide_legend(order = 2)) +
     ggplot2::theme(legend.box = "vertical", legend.spacing.y = ggplot2::unit(0, "pt"))
 }
@@ -229,12 +256,18 @@ parameter_plot <- function(fit, pages, contexts, opts, group, violin, gene.class
   g <- g + ggplot2::geom_point(ggplot2::aes(y = .data$estimate), position = dodge, size = 1.6)
   marks <- table[table$significant, , drop = FALSE]
   if (nrow(marks)) {
-    marks$y <- ifelse(is.na(marks$CI.high), marks$estimate, marks$CI.high)
+    # The stars' layer has a row (an empty label) for every parameter:
+    # position_dodge() dodges by the groups present in a layer's data, so a
+    # layer of the significant ones only would put its stars beside the
+    # wrong points.
+    stars <- table
+    stars$significance[!stars$significant] <- ""
+    stars$y <- ifelse(is.na(stars$CI.high), stars$estimate, stars$CI.high)
     if (violin) {
       top <- tapply(values$value, values$parameter, max)
-      marks$y <- pmax(marks$y, top[marks$parameter])
+      stars$y <- pmax(stars$y, top[stars$parameter], na.rm = TRUE)
     }
-    g <- g + ggplot2::geom_text(data = marks, ggplot2::aes(y = .data$y, label = .data$significance),
+    g <- g + ggplot2::geom_text(data = stars, ggplot2::aes(y = .data$y, label = .data$significance),
                                 position = dodge, vjust = -0.1, size = opts$label_size,
                                 show.legend = FALSE)
   }

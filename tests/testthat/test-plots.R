@@ -206,6 +206,113 @@ test_that("the effect plot marks significance per treatment effect", {
   expect_identical(layer_geoms(p), c("GeomHline", "GeomPoint"))
 })
 
+# The x of every parameter's point, interval and star in a built figure of
+# parameters, each layer's row found by the parameter's own numbers: its
+# panel (its component, and `facet_value(row)` of its row of fit$parameters
+# in the column `facet` of the layout), its
+# estimate (the point), its interval (the bar) and its significance at
+# the top of its interval (the star), from fit$fitted.parameters and
+# fit$stats$parameters, not from the figure's data.
+parameter_positions <- function(p, fit, parameters, facet, facet_value) {
+  built <- ggplot2::ggplot_build(p)
+  geoms <- layer_geoms(p)
+  layout <- built$layout$layout
+  points <- built$data[[which(geoms == "GeomPoint")]]
+  bars <- built$data[[which(geoms %in% c("GeomLinerange", "GeomErrorbar"))]]
+  stars <- built$data[[which(geoms == "GeomText")]]
+  stars <- stars[nzchar(stars$label), , drop = FALSE]
+  components <- c(Rt = "block\nrate", tslope = "transition\nslope",
+                  tpoint = "transition\npoint")
+  stats <- fit$stats$parameters
+  rows <- fit$parameters[match(parameters, fit$parameters$name), , drop = FALSE]
+  one <- function(layer, keep) {
+    at <- which(keep)
+    if (length(at) != 1L) return(NA_real_)
+    layer$x[at]
+  }
+  near <- function(a, b) abs(a - b) < 1e-8
+  out <- lapply(seq_len(nrow(rows)), function(i) {
+    panel <- layout$PANEL[layout$component.label == components[[rows$component[i]]] &
+                            layout[[facet]] == facet_value(rows[i, ])]
+    estimate <- unname(fit$fitted.parameters[rows$name[i]])
+    s <- stats[stats$parameter == rows$name[i], ]
+    star <- if (s$significance %in% c("*", "**", "***")) {
+      one(stars, stars$PANEL == panel & stars$label == s$significance &
+            near(stars$y, s$CI.high))
+    } else NA_real_
+    data.frame(parameter = rows$name[i], block = rows$block[i], treatment = rows$treatment[i],
+               species = rows$species[i], PANEL = panel,
+               significant = s$significance %in% c("*", "**", "***"),
+               point = one(points, points$PANEL == panel & near(points$y, estimate)),
+               bar = one(bars, bars$PANEL == panel & near(bars$ymin, s$CI.low) &
+                           near(bars$ymax, s$CI.high)),
+               star = star, stringsAsFactors = FALSE)
+  })
+  do.call(rbind, out)
+}
+
+expect_aligned <- function(positions) {
+  # Every point and bar found once; a star for every significant effect.
+  expect_false(anyNA(positions$point))
+  expect_false(anyNA(positions$bar))
+  expect_false(anyNA(positions$star[positions$significant]))
+  expect_true(all(is.na(positions$star[!positions$significant])))
+  expect_equal(positions$bar, positions$point)
+  marked <- positions[positions$significant, , drop = FALSE]
+  expect_equal(marked$star, marked$point)
+}
+
+test_that("the effect plot draws each effect's point, interval and star at one x", {
+  fit <- plots_fit_example()
+  beta <- fit$parameters$name[fit$parameters$role == "beta"]
+  # The figure's point: blocks holding significant and non-significant
+  # effects (the case that was misdrawn).
+  stats <- fit$stats$parameters[match(beta, fit$stats$parameters$parameter), ]
+  key <- paste(fit$parameters$species, fit$parameters$component,
+               fit$parameters$block)[match(beta, fit$parameters$name)]
+  significant <- stats$significance %in% c("*", "**", "***")
+  mixed <- tapply(significant, key, function(x) any(x) && !all(x))
+  expect_true(any(mixed))
+
+  gene <- function(row) row$species
+  positions <- parameter_positions(plot(fit, type = "effects"), fit, beta, "panel", gene)
+  expect_aligned(positions)
+  # Each effect over its block, the treatments of a block apart.
+  expect_true(all(abs(positions$point - positions$block) < 0.5))
+  per_block <- split(positions$point, paste(positions$PANEL, positions$block))
+  expect_true(all(vapply(per_block, function(x) !anyDuplicated(round(x, 8)), TRUE)))
+  # In treatment order, left to right.
+  order_ok <- vapply(split(positions, paste(positions$PANEL, positions$block)), function(b) {
+    identical(order(b$point), order(match(b$treatment, fit$treatment$names)))
+  }, TRUE)
+  expect_true(all(order_ok))
+
+  # The same in the effects panel of the gene summary.
+  skip_if_not_installed("patchwork")
+  summary <- wisp_gene_summary(fit, "gene1")
+  titles <- vapply(patch_plots(summary), function(q) {
+    title <- q$labels$title
+    if (is.null(title)) "" else title
+  }, "")
+  effects <- patch_plots(summary)[[which(titles == "Treatment effects")]]
+  gene1 <- beta[fit$parameters$species[match(beta, fit$parameters$name)] == "gene1"]
+  positions <- parameter_positions(effects, fit, gene1, "panel", gene)
+  expect_aligned(positions)
+  expect_true(any(positions$significant) && !all(positions$significant))
+})
+
+test_that("the parameter plot draws each parameter's point, interval and star at one x", {
+  fit <- plots_fit_example()
+  right <- fit$parameters$name[fit$parameters$role == "beta" & fit$parameters$treatment == "right"]
+  positions <- parameter_positions(plot(fit, type = "parameters", group = "right"), fit, right,
+                                   "class", function(row) "all genes")
+  expect_true(any(positions$significant) && !all(positions$significant))
+  expect_aligned(positions)
+  # Each gene's parameters around the gene's place on the axis.
+  gene <- match(positions$species, fit$grouping.variables$species.lvls)
+  expect_true(all(abs(positions$point - gene) < 0.5))
+})
+
 test_that("the time-series plot draws each block's rate per treatment against time", {
   fit <- plots_fit_time()
   p <- plot(fit, type = "timeseries")
