@@ -10,6 +10,16 @@ rate_by_hand <- function(psi) {
   1e-8 + 1e-3 * (pmax(x, 0) + log1p(exp(-abs(x))))
 }
 
+# The rows of a curve layer at whole bins, beside the row of the fit's
+# summed table (its fitted values) of the same curve and bin.
+curve_at_bins <- function(curves, fit) {
+  whole <- curves[curves$bin == round(curves$bin), , drop = FALSE]
+  d <- fit$count.data.summed
+  key <- function(x) paste(x$ran, x$context, x$species, x$treatment, x$bin, sep = "|")
+  table <- d[match(key(whole), key(d)), , drop = FALSE]
+  list(curve = whole, table = table)
+}
+
 test_that("the rate-count plot has counts, sample curves, population curves and change points", {
   for (fit in list(plots_fit(), plots_fit_original())) {
     label <- fit_label(fit)
@@ -32,17 +42,22 @@ test_that("the rate-count plot has counts, sample curves, population curves and 
     expect_true(all(samples$ran != "none"))
     expect_identical(p$layers[[2]]$aes_params$linetype, "dashed")
     expect_identical(length(unique(samples$curve)), 3L * 2L) # mice x treatments
-    expect_equal(samples$y.pred, samples$pred / exposure, label = label)
+    # On a grid finer than the bins; at the bins, the fitted values.
+    expect_true(any(samples$bin != round(samples$bin)))
+    at_bins <- curve_at_bins(samples, fit)
+    expect_false(anyNA(at_bins$table$pred))
+    expect_equal(at_bins$curve$y.pred, at_bins$table$pred / exposure, label = label)
 
     population <- p$layers[[3]]$data
     expect_true(all(population$ran == "none"))
-    expect_equal(population$y.pred, population$pred)
+    at_bins <- curve_at_bins(population, fit)
+    expect_equal(at_bins$curve$y.pred, at_bins$table$pred)
     expect_identical(levels(population$treatment), fit$treatment$names)
     # Points and the population curve are on one scale: the mean count per
     # unit of exposure is near the population rate.
     key <- function(x) paste(x$species, x$treatment, x$bin)
     observed_mean <- tapply(counts$y.count, key(counts), mean)
-    ratio <- observed_mean[key(population)] / population$y.pred
+    ratio <- observed_mean[key(at_bins$curve)] / at_bins$curve$y.pred
     expect_gt(stats::median(ratio), 0.8, label = label)
     expect_lt(stats::median(ratio), 1.25, label = label)
 
@@ -58,14 +73,58 @@ test_that("the rate-count plot has counts, sample curves, population curves and 
   expect_identical(plot(plots_fit())$labels$x, "bin")
 })
 
+test_that("the rate-count curves are drawn on a grid finer than the bins", {
+  fit <- plots_fit_example()
+  p <- plot(fit, species = "gene2")
+  built <- ggplot2::ggplot_build(p)
+  geoms <- layer_geoms(p)
+  lines <- which(geoms == "GeomLine")
+  expect_length(lines, 2L) # the animals' curves, the population's
+  bins <- max(fit$count.data.summed$bin)
+  for (i in lines) {
+    x <- built$data[[i]]$x
+    expect_true(any(x != round(x)))
+    # At least 5 points per bin on every curve.
+    per_curve <- tapply(x, built$data[[i]]$group, function(x) length(unique(x)))
+    expect_true(all(per_curve >= 5 * (bins - 1) + 1))
+  }
+  # At the bins, the curves are predict()'s values there (the rate per
+  # cell: predict() with exposure 1).
+  for (i in lines) {
+    curves <- p$layers[[i]]$data
+    whole <- curves[curves$bin == round(curves$bin), , drop = FALSE]
+    expected <- predict(fit, data.frame(bin = whole$bin, context = as.character(whole$context),
+                                        species = as.character(whole$species),
+                                        treatment = as.character(whole$treatment),
+                                        ran = whole$ran), type = "response")
+    expect_equal(whole$y.pred, expected)
+    expect_identical(nrow(whole), length(unique(curves$curve)) * as.integer(bins))
+  }
+  # On the log scale, predict()'s log(1 + rate).
+  p <- plot(fit, species = "gene2", log.scale = TRUE, samples = FALSE)
+  curves <- p$layers[[which(layer_geoms(p) == "GeomLine")]]$data
+  whole <- curves[curves$bin == round(curves$bin), , drop = FALSE]
+  expect_equal(whole$y.pred, predict(fit, data.frame(
+    bin = whole$bin, context = "context1", species = "gene2",
+    treatment = as.character(whole$treatment)), type = "link"))
+  # Between the bins, the curve of the bins' fitted values is not the
+  # straight line between them (near the transition of gene2).
+  half <- curves[curves$bin %% 1 == 0.5, , drop = FALSE]
+  chord <- vapply(seq_len(nrow(half)), function(k) {
+    same <- whole$treatment == half$treatment[k]
+    mean(whole$y.pred[same][match(half$bin[k] + c(-0.5, 0.5), whole$bin[same])])
+  }, 0)
+  expect_gt(max(abs(half$y.pred - chord)), 1e-3)
+})
+
 test_that("the rate-count plot selects genes, contexts and animals and draws the log scale", {
   fit <- plots_fit()
   p <- plot(fit, species = "gene2", log.scale = TRUE, change.points = FALSE)
   expect_builds(p)
   expect_identical(layer_geoms(p), c("GeomPoint", "GeomLine", "GeomLine"))
   for (layer in p$layers) expect_true(all(layer$data$species == "gene2"))
-  population <- p$layers[[3]]$data
-  expect_equal(population$y.pred, population$pred.log)
+  at_bins <- curve_at_bins(p$layers[[3]]$data, fit)
+  expect_equal(at_bins$curve$y.pred, at_bins$table$pred.log)
   expect_equal(p$layers[[1]]$data$y.count, p$layers[[1]]$data$count.log)
   expect_identical(p$labels$y, "log(rate + 1)")
 
@@ -106,10 +165,16 @@ test_that("a bootstrapped rate-count plot has the interval band", {
   expect_identical(layer_geoms(p), c("GeomRibbon", "GeomPoint", "GeomLine", "GeomLine", "GeomVline"))
   band <- p$layers[[1]]$data
   expect_true(all(band$ran == "none"))
-  expect_equal(band$y.low, rate_by_hand(band$pred.low))
-  expect_equal(band$y.high, rate_by_hand(band$pred.high))
+  # On the curves' fine grid; at the bins, the fit's own band (its
+  # quantiles of the replicates' fitted values).
+  expect_true(any(band$bin != round(band$bin)))
+  at_bins <- curve_at_bins(band, fit)
+  expect_false(anyNA(at_bins$table$pred.low))
+  expect_equal(at_bins$curve$y.low, rate_by_hand(at_bins$table$pred.low))
+  expect_equal(at_bins$curve$y.high, rate_by_hand(at_bins$table$pred.high))
   p <- plot(fit, log.scale = TRUE)
-  expect_equal(p$layers[[1]]$data$y.low, p$layers[[1]]$data$pred.low)
+  at_bins <- curve_at_bins(p$layers[[1]]$data, fit)
+  expect_equal(at_bins$curve$y.low, at_bins$table$pred.low)
   expect_false("GeomRibbon" %in% layer_geoms(plot(fit, ci = FALSE)))
 })
 
@@ -498,10 +563,10 @@ test_that("dim.bounds draws labelled boundaries, from the fit or from the argume
 
 test_that("log.scale draws the curves on the log(rate + 1) scale", {
   fit <- with_plot_settings(plots_fit(), log.scale = TRUE)
-  population <- plot(fit)$layers[[3]]$data
-  expect_equal(population$y.pred, population$pred.log)
-  population <- plot(fit, log.scale = FALSE)$layers[[3]]$data
-  expect_equal(population$y.pred, population$pred)
+  at_bins <- curve_at_bins(plot(fit)$layers[[3]]$data, fit)
+  expect_equal(at_bins$curve$y.pred, at_bins$table$pred.log)
+  at_bins <- curve_at_bins(plot(fit, log.scale = FALSE)$layers[[3]]$data, fit)
+  expect_equal(at_bins$curve$y.pred, at_bins$table$pred)
 })
 
 test_that("splitting_factor and its colours set the hue by one factor, the lightness by the others", {
