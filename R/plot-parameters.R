@@ -48,6 +48,19 @@ whole_breaks <- function(limits) {
   seq(ceiling(limits[1] - 1e-9), floor(limits[2] + 1e-9))
 }
 
+# How a treatment is named in a figure: by all its levels, in the order of
+# the fixed effects ("left, P12", "right, P12", ...), so that no treatment
+# reads as an effect (its name, "right" or "right:P18", leaves out its
+# reference levels). Named by treatment.
+treatment_labels <- function(fit) {
+  levels <- treatment_levels(fit)
+  factors <- fit$fix$names
+  labels <- if (length(factors)) {
+    do.call(paste, c(unname(as.list(levels[factors])), sep = ", "))
+  } else levels$treatment
+  stats::setNames(labels, levels$treatment)
+}
+
 # The parameters of the fixed effects or random effects with their
 # estimates and the intervals and significance of fit$stats.
 parameter_rows <- function(fit, species, contexts, keep) {
@@ -277,7 +290,7 @@ parameter_plot <- function(fit, pages, contexts, opts, group, violin, gene.class
   } else plot_palette(n_index)
   index_name <- if (random) "animal" else "block or\ntransition"
   title <- if (random) "Random effects (warps)" else if (group == "baseline") {
-    sprintf("Baseline (%s)", treatments[1])
+    sprintf("Baseline (%s)", treatment_labels(fit)[[treatments[1]]])
   } else {
     sprintf("Effects of %s", effect_labels(fit, group))
   }
@@ -326,7 +339,7 @@ timeseries_plot <- function(fit, pages, contexts, opts, time.series, component, 
   levels_table <- treatment_levels(fit)
   others <- setdiff(fit$fix$names, time)
   levels_table$line <- if (length(others)) {
-    do.call(paste, c(unname(as.list(levels_table[others])), sep = ":"))
+    do.call(paste, c(unname(as.list(levels_table[others])), sep = ", "))
   } else "all"
   values <- treatment_values(fit, pages$species, contexts, component)
   values$time <- factor(levels_table[[time]][match(values$treatment, levels_table$treatment)],
@@ -357,7 +370,7 @@ timeseries_plot <- function(fit, pages, contexts, opts, time.series, component, 
     hues <- rep_len(opts$splitting_factor_colors %||% c(120, 240), length(fit$fix$lvls[[split]]))
     first <- levels_table[match(line_levels, levels_table$line), , drop = FALSE]
     rest <- setdiff(others, split)
-    rest_key <- if (length(rest)) do.call(paste, c(unname(as.list(first[rest])), sep = ":")) else ""
+    rest_key <- if (length(rest)) do.call(paste, c(unname(as.list(first[rest])), sep = ", ")) else ""
     light <- if (length(unique(rest_key)) > 1) {
       seq(35, 70, length.out = length(unique(rest_key)))[match(rest_key, unique(rest_key))]
     } else 50
@@ -392,7 +405,7 @@ timeseries_plot <- function(fit, pages, contexts, opts, time.series, component, 
   }
   n_panels <- nlevels(values$panel)
   g + ggplot2::scale_colour_manual(values = colours, name = if (length(others))
-    paste(others, collapse = ":") else NULL) +
+    paste(others, collapse = ", ") else NULL) +
     ggplot2::scale_linetype_manual(values = rep_len(c("solid", "22", "42", "12", "4212"),
                                                     nlevels(values$block.label)), name = NULL) +
     ggplot2::scale_shape_manual(values = rep_len(c(16, 17, 15, 18, 8), nlevels(values$block.label)),
@@ -412,7 +425,7 @@ timeseries_plot <- function(fit, pages, contexts, opts, time.series, component, 
                      tpoint = "Transition points over time"),
       subtitle = plot_subtitle(
         sprintf("one line per %s%s", unit, if (length(others))
-          paste(" and", paste(others, collapse = ":")) else ""),
+          paste(" and", paste(others, collapse = ", ")) else ""),
         interval_note(fit),
         if (!is.null(observed) && nrow(observed)) "crosses: mean observed count of the block's bins",
         page_note(pages))

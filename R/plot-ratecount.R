@@ -1,5 +1,15 @@
 # The rate-count plot and the decomposition of one gene into its layers.
 
+# The colour scale of treatments (colour and fill) of the rate-count
+# figures: the colours of treatment_colours(), the treatments labelled by
+# all their levels (treatment_labels()).
+treatment_level_scale <- function(fit, opts, call = sys.call(-1)) {
+  colours <- treatment_colours(fit, opts, call)
+  ggplot2::scale_colour_manual(values = colours, breaks = names(colours),
+                               labels = unname(treatment_labels(fit)[names(colours)]),
+                               name = "treatment", aesthetics = c("colour", "fill"))
+}
+
 # The rows of fit$count.data.summed that a rate-count figure draws, with
 # y values on the figure's scale: `y.count` (observed count per unit of
 # exposure) and `y.pred` (fitted rate; per unit of exposure too), and the
@@ -124,7 +134,7 @@ ratecount_plot <- function(fit, pages, contexts, opts) {
   has_band <- opts$ci && !is.null(pop$y.low)
   pop_curves <- curve_rows(fit, pop, opts, band = has_band)
   p <- ggplot2::ggplot(pop_curves, ggplot2::aes(x = .data$bin)) + wisp_theme(fit, opts) +
-    treatment_scale(fit, opts)
+    treatment_level_scale(fit, opts)
   if (has_band) p <- p + interval_layers(pop_curves, opts)
   if (opts$counts %in% c("animals", "both")) {
     observed <- animals[!is.na(animals$y.count), , drop = FALSE]
@@ -210,7 +220,7 @@ decomposition_plot <- function(fit, species, contexts, opts, call) {
   pop_curves <- curve_rows(fit, pop, opts, band = has_band)
   jitter <- ggplot2::position_jitter(width = opts$count_jitter, height = 0, seed = 1L)
   p <- ggplot2::ggplot(mapping = ggplot2::aes(x = .data$bin)) + wisp_theme(fit, opts) +
-    treatment_scale(fit, opts)
+    treatment_level_scale(fit, opts)
   if (has_band) {
     for (panel in panels[4:5]) p <- p + interval_layers(at(pop_curves, panel), opts)
   }

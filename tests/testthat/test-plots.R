@@ -378,6 +378,27 @@ test_that("the parameter plot draws each parameter's point, interval and star at
   expect_true(all(abs(positions$point - gene) < 0.5))
 })
 
+test_that("figures label each treatment by all its levels, not like an effect", {
+  fit <- plots_fit_example()
+  # wisp_example's treatments are named as the original names them:
+  # "right" is (right, P12), "P18" is (left, P18).
+  expect_identical(fit$treatment$names, c("left:P12", "right", "P18", "right:P18"))
+  levels <- c("left, P12", "right, P12", "left, P18", "right, P18")
+  legend_labels <- function(p) {
+    built <- ggplot2::ggplot_build(p)
+    scale <- built$plot$scales$get_scales("colour")
+    as.character(scale$get_labels(scale$get_breaks()))
+  }
+  expect_identical(legend_labels(plot(fit)), levels)
+  expect_identical(legend_labels(plot(fit, type = "decomposition")), levels)
+  expect_identical(plot(fit, type = "parameters")$labels$title, "Baseline (left, P12)")
+  # The effects plot names effects, by the levels they compare.
+  expect_identical(legend_labels(plot(fit, type = "effects")),
+                   c("right vs left", "P18 vs P12", "right:P18 (interaction)"))
+  # A single factor's treatments are its levels.
+  expect_identical(legend_labels(plot(plots_fit())), c("left", "right"))
+})
+
 test_that("the time-series plot draws each block's rate per treatment against time", {
   fit <- plots_fit_time()
   p <- plot(fit, type = "timeseries")
