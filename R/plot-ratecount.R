@@ -89,11 +89,16 @@ curve_rows <- function(fit, rows, opts, band = FALSE) {
   type <- if (isTRUE(opts$log.scale)) "link" else "response"
   booted <- inherits(fit$bootstrap, "wisp_bootstrap")
   if (band && booted) {
-    values <- stats::predict(fit, newdata, type = type, interval = "confidence",
-                             level = 0.95, method = "bootstrap")
-    out$y.pred <- values[, "fit"]
-    out$y.low <- values[, "lwr"]
-    out$y.high <- values[, "upr"]
+    # A panel at a time: the curves at every point for every replicate are
+    # a points x replicates matrix.
+    out$y.pred <- out$y.low <- out$y.high <- NA_real_
+    for (k in split(seq_len(nrow(out)), out$panel, drop = TRUE)) {
+      values <- stats::predict(fit, newdata[k, , drop = FALSE], type = type,
+                               interval = "confidence", level = 0.95, method = "bootstrap")
+      out$y.pred[k] <- values[, "fit"]
+      out$y.low[k] <- values[, "lwr"]
+      out$y.high[k] <- values[, "upr"]
+    }
   } else {
     out$y.pred <- stats::predict(fit, newdata, type = type)
     if (band) {
@@ -105,8 +110,12 @@ curve_rows <- function(fit, rows, opts, band = FALSE) {
         at <- rows[rows$ran == out$ran[k[1]] & rows$context == out$context[k[1]] &
                      rows$species == out$species[k[1]] & rows$treatment == out$treatment[k[1]], ,
                    drop = FALSE]
-        out$y.low[k] <- stats::approx(at$bin, at$y.low, out$bin[k], rule = 2)$y
-        out$y.high[k] <- stats::approx(at$bin, at$y.high, out$bin[k], rule = 2)$y
+        between <- function(y) {
+          if (sum(is.finite(y)) < 2) return(NA_real_)
+          stats::approx(at$bin, y, out$bin[k], rule = 2)$y
+        }
+        out$y.low[k] <- between(at$y.low)
+        out$y.high[k] <- between(at$y.high)
       }
     }
   }
