@@ -27,6 +27,40 @@ effect_labels <- function(fit, treatments) {
   }, "", USE.NAMES = FALSE)
 }
 
+# Dodged x positions, computed once for every layer of a figure: the point,
+# the interval and the star of one parameter share its x. (position_dodge()
+# dodges each layer by the groups present in that layer's own data, so a
+# layer of the significant effects only, or a point layer grouped also by
+# significance, put stars and intervals beside the wrong points.) `at` is
+# the undodged position, `member` what is dodged within it (a factor, in its
+# level order), `within` what else keys a set of dodged things (the panel);
+# the positions are those of position_dodge(width) over the members present.
+dodged_x <- function(at, member, within, width) {
+  key <- paste(within, at, sep = "\r")
+  rank <- stats::ave(as.integer(member), key, FUN = function(m) match(m, sort(unique(m))))
+  n <- stats::ave(as.integer(member), key, FUN = function(m) length(unique(m)))
+  at + ifelse(n > 1, width * ((rank - 0.5) / n - 0.5), 0)
+}
+
+# Breaks of a position axis at whole numbers (blocks, genes).
+whole_breaks <- function(limits) {
+  if (any(!is.finite(limits))) return(numeric(0))
+  seq(ceiling(limits[1] - 1e-9), floor(limits[2] + 1e-9))
+}
+
+# How a treatment is named in a figure: by all its levels, in the order of
+# the fixed effects ("left, P12", "right, P12", ...), so that no treatment
+# reads as an effect (its name, "right" or "right:P18", leaves out its
+# reference levels). Named by treatment.
+treatment_labels <- function(fit) {
+  levels <- treatment_levels(fit)
+  factors <- fit$fix$names
+  labels <- if (length(factors)) {
+    do.call(paste, c(unname(as.list(levels[factors])), sep = ", "))
+  } else levels$treatment
+  stats::setNames(labels, levels$treatment)
+}
+
 # The parameters of the fixed effects or random effects with their
 # estimates and the intervals and significance of fit$stats.
 parameter_rows <- function(fit, species, contexts, keep) {
@@ -78,32 +112,36 @@ effect_plot <- function(fit, pages, contexts, opts) {
   treatments <- setdiff(fit$treatment$names, fit$treatment$names[1])
   labels <- stats::setNames(effect_labels(fit, treatments), treatments)
   table$treatment <- factor(table$treatment, levels = treatments)
-  table$index <- factor(table$block)
   colours <- treatment_colours(fit, opts)[treatments]
   has_ci <- any(!is.na(table$CI.low))
-  dodge <- ggplot2::position_dodge(width = 0.7)
-  g <- ggplot2::ggplot(table, ggplot2::aes(x = .data$index, y = .data$estimate,
-                                           colour = .data$treatment)) +
+  # One x per effect for its point, interval and star: the block, dodged by
+  # treatment within the panel and component.
+  table$x <- dodged_x(table$block, table$treatment,
+                      paste(table$panel, table$component.label), width = 0.7)
+  g <- ggplot2::ggplot(table, ggplot2::aes(x = .data$x, y = .data$estimate,
+                                           colour = .data$treatment, group = .data$treatment)) +
     wisp_theme(fit, opts) +
     ggplot2::geom_hline(yintercept = 0, colour = "grey60", linewidth = 0.3)
   if (has_ci) {
     g <- g + ggplot2::geom_linerange(ggplot2::aes(ymin = .data$CI.low, ymax = .data$CI.high),
-                                     position = dodge, linewidth = 0.5)
+                                     linewidth = 0.5)
   }
-  g <- g + ggplot2::geom_point(ggplot2::aes(shape = .data$significant), position = dodge,
+  g <- g + ggplot2::geom_point(ggplot2::aes(shape = .data$significant),
                                size = 1.8, fill = "white") +
     ggplot2::scale_shape_manual(values = c(`TRUE` = 16, `FALSE` = 21),
                                 labels = c(`TRUE` = "significant", `FALSE` = "not significant"),
                                 breaks = c("TRUE", "FALSE"), name = NULL, drop = FALSE) +
     ggplot2::scale_colour_manual(values = colours, labels = labels[treatments],
                                  breaks = treatments, name = "effect") +
-    ggplot2::scale_y_continuous(expand = ggplot2::expansion(mult = c(0.08, 0.18)))
+    ggplot2::scale_y_continuous(expand = ggplot2::expansion(mult = c(0.08, 0.18))) +
+    ggplot2::scale_x_continuous(breaks = whole_breaks, minor_breaks = NULL,
+                                expand = ggplot2::expansion(add = 0.35))
   marks <- table[table$significant, , drop = FALSE]
   if (nrow(marks)) {
     marks$y <- ifelse(is.na(marks$CI.high), marks$estimate, marks$CI.high)
     g <- g + ggplot2::geom_text(
-      data = marks, ggplot2::aes(y = .data$y, label = .data$significance, group = .data$treatment),
-      position = dodge, vjust = -0.1, size = opts$label_size, show.legend = FALSE
+      data = marks, ggplot2::aes(y = .data$y, label = .data$significance),
+      vjust = -0.1, size = opts$label_size, show.legend = FALSE
     )
   }
   g + ggplot2::facet_grid(rows = ggplot2::vars(.data$component.label),
@@ -116,7 +154,9 @@ effect_plot <- function(fit, pages, contexts, opts) {
         if (!is.null(fit$stats$parameters)) "stars: adjusted significance",
         "rates on the log(1 + rate) scale, points in bins", page_note(pages))
     ) +
-    ggplot2::guides(colour = ggplot2::guide_legend(order = 1),
+    # A legend of many or long effect names in two rows, to fit 7 inches.
+    ggplot2::guides(colour = ggplot2::guide_legend(
+                      order = 1, nrow = if (sum(nchar(labels) + 6) > 90) 2L else NULL),
                     shape = ggplot2::guide_legend(order = 2)) +
     ggplot2::theme(legend.box = "vertical", legend.spacing.y = ggplot2::unit(0, "pt"))
 }
@@ -229,12 +269,18 @@ parameter_plot <- function(fit, pages, contexts, opts, group, violin, gene.class
   g <- g + ggplot2::geom_point(ggplot2::aes(y = .data$estimate), position = dodge, size = 1.6)
   marks <- table[table$significant, , drop = FALSE]
   if (nrow(marks)) {
-    marks$y <- ifelse(is.na(marks$CI.high), marks$estimate, marks$CI.high)
+    # The stars' layer has a row (an empty label) for every parameter:
+    # position_dodge() dodges by the groups present in a layer's data, so a
+    # layer of the significant ones only would put its stars beside the
+    # wrong points.
+    stars <- table
+    stars$significance[!stars$significant] <- ""
+    stars$y <- ifelse(is.na(stars$CI.high), stars$estimate, stars$CI.high)
     if (violin) {
       top <- tapply(values$value, values$parameter, max)
-      marks$y <- pmax(marks$y, top[marks$parameter])
+      stars$y <- pmax(stars$y, top[stars$parameter], na.rm = TRUE)
     }
-    g <- g + ggplot2::geom_text(data = marks, ggplot2::aes(y = .data$y, label = .data$significance),
+    g <- g + ggplot2::geom_text(data = stars, ggplot2::aes(y = .data$y, label = .data$significance),
                                 position = dodge, vjust = -0.1, size = opts$label_size,
                                 show.legend = FALSE)
   }
@@ -244,7 +290,7 @@ parameter_plot <- function(fit, pages, contexts, opts, group, violin, gene.class
   } else plot_palette(n_index)
   index_name <- if (random) "animal" else "block or\ntransition"
   title <- if (random) "Random effects (warps)" else if (group == "baseline") {
-    sprintf("Baseline (%s)", treatments[1])
+    sprintf("Baseline (%s)", treatment_labels(fit)[[treatments[1]]])
   } else {
     sprintf("Effects of %s", effect_labels(fit, group))
   }
@@ -293,7 +339,7 @@ timeseries_plot <- function(fit, pages, contexts, opts, time.series, component, 
   levels_table <- treatment_levels(fit)
   others <- setdiff(fit$fix$names, time)
   levels_table$line <- if (length(others)) {
-    do.call(paste, c(unname(as.list(levels_table[others])), sep = ":"))
+    do.call(paste, c(unname(as.list(levels_table[others])), sep = ", "))
   } else "all"
   values <- treatment_values(fit, pages$species, contexts, component)
   values$time <- factor(levels_table[[time]][match(values$treatment, levels_table$treatment)],
@@ -324,7 +370,7 @@ timeseries_plot <- function(fit, pages, contexts, opts, time.series, component, 
     hues <- rep_len(opts$splitting_factor_colors %||% c(120, 240), length(fit$fix$lvls[[split]]))
     first <- levels_table[match(line_levels, levels_table$line), , drop = FALSE]
     rest <- setdiff(others, split)
-    rest_key <- if (length(rest)) do.call(paste, c(unname(as.list(first[rest])), sep = ":")) else ""
+    rest_key <- if (length(rest)) do.call(paste, c(unname(as.list(first[rest])), sep = ", ")) else ""
     light <- if (length(unique(rest_key)) > 1) {
       seq(35, 70, length.out = length(unique(rest_key)))[match(rest_key, unique(rest_key))]
     } else 50
@@ -359,7 +405,7 @@ timeseries_plot <- function(fit, pages, contexts, opts, time.series, component, 
   }
   n_panels <- nlevels(values$panel)
   g + ggplot2::scale_colour_manual(values = colours, name = if (length(others))
-    paste(others, collapse = ":") else NULL) +
+    paste(others, collapse = ", ") else NULL) +
     ggplot2::scale_linetype_manual(values = rep_len(c("solid", "22", "42", "12", "4212"),
                                                     nlevels(values$block.label)), name = NULL) +
     ggplot2::scale_shape_manual(values = rep_len(c(16, 17, 15, 18, 8), nlevels(values$block.label)),
@@ -379,7 +425,7 @@ timeseries_plot <- function(fit, pages, contexts, opts, time.series, component, 
                      tpoint = "Transition points over time"),
       subtitle = plot_subtitle(
         sprintf("one line per %s%s", unit, if (length(others))
-          paste(" and", paste(others, collapse = ":")) else ""),
+          paste(" and", paste(others, collapse = ", ")) else ""),
         interval_note(fit),
         if (!is.null(observed) && nrow(observed)) "crosses: mean observed count of the block's bins",
         page_note(pages))

@@ -1,5 +1,15 @@
 # The rate-count plot and the decomposition of one gene into its layers.
 
+# The colour scale of treatments (colour and fill) of the rate-count
+# figures: the colours of treatment_colours(), the treatments labelled by
+# all their levels (treatment_labels()).
+treatment_level_scale <- function(fit, opts, call = sys.call(-1)) {
+  colours <- treatment_colours(fit, opts, call)
+  ggplot2::scale_colour_manual(values = colours, breaks = names(colours),
+                               labels = unname(treatment_labels(fit)[names(colours)]),
+                               name = "treatment", aesthetics = c("colour", "fill"))
+}
+
 # The rows of fit$count.data.summed that a rate-count figure draws, with
 # y values on the figure's scale: `y.count` (observed count per unit of
 # exposure) and `y.pred` (fitted rate; per unit of exposure too), and the
@@ -36,6 +46,83 @@ ratecount_rows <- function(fit, species, contexts, opts) {
   d
 }
 
+# Points per bin of the drawn curves: the curves are functions of a
+# continuous position, and drawn at the bins only they would be polygons
+# with corners at the bins (a jagged peak).
+curve_points_per_bin <- 8L
+
+# The curves of some rows of ratecount_rows() (population or animals'
+# rows: one curve per random level, context, gene and treatment) on a fine
+# grid of bins, from predict(): `bin`, `y.pred` and, with `band`, `y.low`
+# and `y.high` (the 95 % bootstrap band, as the fit's own band at the
+# bins), on the figure's scale, per unit of exposure.
+curve_rows <- function(fit, rows, opts, band = FALSE) {
+  keep <- c("panel", "species", "context", "treatment", "ran", "population", "animal")
+  rows <- rows[is.finite(rows$y.pred), , drop = FALSE]
+  empty <- rows[0, keep, drop = FALSE]
+  empty$bin <- numeric(0)
+  empty$y.pred <- numeric(0)
+  if (band) empty$y.low <- empty$y.high <- numeric(0)
+  if (!nrow(rows)) return(empty)
+  key <- paste(rows$ran, rows$context, rows$species, rows$treatment, sep = "\r")
+  curves <- lapply(split(seq_len(nrow(rows)), factor(key, levels = unique(key))), function(i) {
+    bins <- range(rows$bin[i])
+    grid <- sort(unique(c(seq(bins[1], bins[2], by = 1 / curve_points_per_bin), bins[2])))
+    out <- rows[rep(i[1], length(grid)), keep, drop = FALSE]
+    out$bin <- grid
+    out
+  })
+  out <- do.call(rbind, curves)
+  rownames(out) <- NULL
+  newdata <- data.frame(bin = out$bin, context = as.character(out$context),
+                        species = as.character(out$species), ran = as.character(out$ran),
+                        stringsAsFactors = FALSE)
+  treatment <- as.character(out$treatment)
+  if ("treatment" %in% fit$fix$names) {
+    levels <- treatment_levels(fit)
+    for (factor in fit$fix$names) {
+      newdata[[factor]] <- levels[[factor]][match(treatment, levels$treatment)]
+    }
+  } else {
+    newdata$treatment <- treatment
+  }
+  type <- if (isTRUE(opts$log.scale)) "link" else "response"
+  booted <- inherits(fit$bootstrap, "wisp_bootstrap")
+  if (band && booted) {
+    # A panel at a time: the curves at every point for every replicate are
+    # a points x replicates matrix.
+    out$y.pred <- out$y.low <- out$y.high <- NA_real_
+    for (k in split(seq_len(nrow(out)), out$panel, drop = TRUE)) {
+      values <- stats::predict(fit, newdata[k, , drop = FALSE], type = type,
+                               interval = "confidence", level = 0.95, method = "bootstrap")
+      out$y.pred[k] <- values[, "fit"]
+      out$y.low[k] <- values[, "lwr"]
+      out$y.high[k] <- values[, "upr"]
+    }
+  } else {
+    out$y.pred <- stats::predict(fit, newdata, type = type)
+    if (band) {
+      # A band without the replicates it came from (a fit saved without
+      # them): between its values at the bins.
+      out$y.low <- out$y.high <- NA_real_
+      for (k in split(seq_len(nrow(out)), paste(out$ran, out$context, out$species,
+                                                 out$treatment, sep = "\r"))) {
+        at <- rows[rows$ran == out$ran[k[1]] & rows$context == out$context[k[1]] &
+                     rows$species == out$species[k[1]] & rows$treatment == out$treatment[k[1]], ,
+                   drop = FALSE]
+        between <- function(y) {
+          if (sum(is.finite(y)) < 2) return(NA_real_)
+          stats::approx(at$bin, y, out$bin[k], rule = 2)$y
+        }
+        out$y.low[k] <- between(at$y.low)
+        out$y.high[k] <- between(at$y.high)
+      }
+    }
+  }
+  out$curve <- paste(out$ran, out$treatment, sep = " / ")
+  out
+}
+
 # The mean observed count (per unit of exposure, on the figure's scale) of
 # the animals per treatment and bin: what the population curve is fitted to.
 mean_counts <- function(animals) {
@@ -53,10 +140,11 @@ ratecount_plot <- function(fit, pages, contexts, opts) {
   animals <- d[d$animal & d$ran %in% opts$animals, , drop = FALSE]
   has_population_level <- any(d$ran == "none")
 
-  p <- ggplot2::ggplot(pop, ggplot2::aes(x = .data$bin)) + wisp_theme(fit, opts) +
-    treatment_scale(fit, opts)
   has_band <- opts$ci && !is.null(pop$y.low)
-  if (has_band) p <- p + interval_layers(pop, opts)
+  pop_curves <- curve_rows(fit, pop, opts, band = has_band)
+  p <- ggplot2::ggplot(pop_curves, ggplot2::aes(x = .data$bin)) + wisp_theme(fit, opts) +
+    treatment_level_scale(fit, opts)
+  if (has_band) p <- p + interval_layers(pop_curves, opts)
   if (opts$counts %in% c("animals", "both")) {
     observed <- animals[!is.na(animals$y.count), , drop = FALSE]
     p <- p + ggplot2::geom_point(
@@ -72,16 +160,15 @@ ratecount_plot <- function(fit, pages, contexts, opts) {
     )
   }
   if (opts$samples && has_population_level && nrow(animals)) {
-    curves <- animals
-    curves$curve <- paste(curves$ran, curves$treatment, sep = " / ")
     p <- p + ggplot2::geom_line(
-      data = curves,
+      data = curve_rows(fit, animals, opts),
       ggplot2::aes(y = .data$y.pred, colour = .data$treatment, group = .data$curve),
       linetype = "dashed", linewidth = 0.35, alpha = opts$pred.alpha.ran
     )
   }
   p <- p + ggplot2::geom_line(
-    data = pop, ggplot2::aes(y = .data$y.pred, colour = .data$treatment, group = .data$treatment),
+    data = pop_curves,
+    ggplot2::aes(y = .data$y.pred, colour = .data$treatment, group = .data$treatment),
     linewidth = 0.9, alpha = opts$pred.alpha.none
   )
   has_cp <- FALSE
@@ -138,11 +225,13 @@ decomposition_plot <- function(fit, species, contexts, opts, call) {
   }
   observed <- animals[!is.na(animals$y.count), , drop = FALSE]
   means <- mean_counts(animals)
+  has_band <- opts$ci && !is.null(pop$y.low)
+  pop_curves <- curve_rows(fit, pop, opts, band = has_band)
   jitter <- ggplot2::position_jitter(width = opts$count_jitter, height = 0, seed = 1L)
   p <- ggplot2::ggplot(mapping = ggplot2::aes(x = .data$bin)) + wisp_theme(fit, opts) +
-    treatment_scale(fit, opts)
-  if (opts$ci && !is.null(pop$y.low)) {
-    for (panel in panels[4:5]) p <- p + interval_layers(at(pop, panel), opts)
+    treatment_level_scale(fit, opts)
+  if (has_band) {
+    for (panel in panels[4:5]) p <- p + interval_layers(at(pop_curves, panel), opts)
   }
   for (panel in panels[c(1, 5)]) {
     p <- p + ggplot2::geom_point(
@@ -155,8 +244,7 @@ decomposition_plot <- function(fit, species, contexts, opts, call) {
     alpha = max(opts$count.alpha.none, 0.05), size = opts$count_size, shape = 15
   )
   if (has_population_level && nrow(animals)) {
-    curves <- animals
-    curves$curve <- paste(curves$ran, curves$treatment, sep = " / ")
+    curves <- curve_rows(fit, animals, opts)
     for (panel in panels[c(3, 5)]) {
       p <- p + ggplot2::geom_line(
         data = at(curves, panel),
@@ -167,7 +255,7 @@ decomposition_plot <- function(fit, species, contexts, opts, call) {
   }
   for (panel in panels[4:5]) {
     p <- p + ggplot2::geom_line(
-      data = at(pop, panel),
+      data = at(pop_curves, panel),
       ggplot2::aes(y = .data$y.pred, colour = .data$treatment, group = .data$treatment),
       linewidth = 0.9, alpha = opts$pred.alpha.none
     )

@@ -43,3 +43,25 @@ output <- file.path(getwd(), "wisp_example_ratecount.png")
 plot <- plot(fit, type = "ratecount")
 ggplot2::ggsave(output, plot, width = 10, height = 7, dpi = 100)
 cat("\nRate-count plot written to", output, "\n")
+
+# Where to read next: the vignettes, from the library this session loaded
+# wispack from (tools/main.sh installs into ./.wispack-lib).
+library_path <- dirname(find.package("wispack"))
+vignettes <- utils::vignette(package = "wispack")$results
+if (nrow(vignettes)) {
+  cat("\nRead next, the vignettes of wispack (start with the first):\n")
+  first <- order(vignettes[, "Item"] != "wispack")
+  calls <- sprintf("vignette(\"%s\", package = \"wispack\")", vignettes[first, "Item"])
+  # Titles without the formats vignette() appends, " (source, html)".
+  titles <- sub(" \\([^()]*\\)$", "", vignettes[first, "Title"])
+  cat(sprintf("  %-*s  %s\n", max(nchar(calls)), calls, titles), sep = "")
+  cat("or browseVignettes(\"wispack\") for all of them in a browser.\n")
+  if (!library_path %in% normalizePath(.Library, mustWork = FALSE)) {
+    cat(sprintf(paste0("wispack is installed in %s: start R with R_LIBS=%s, or run\n",
+                       "  .libPaths(c(\"%s\", .libPaths()))\nfirst.\n"),
+                library_path, library_path, library_path))
+  }
+} else {
+  cat("\nThis installation of wispack (", library_path, ") has no vignettes: install it ",
+      "from a tarball built by R CMD build, as sh tools/main.sh does.\n", sep = "")
+}

@@ -32,3 +32,20 @@ expect_builds <- function(p) {
   expect_no_warning(built <- ggplot2::ggplot_build(p))
   invisible(built)
 }
+
+# The README's example fit (wisp_example, hemisphere x age): in it,
+# significant and non-significant effects share blocks.
+plots_fit_example <- once(function() {
+  without_design_warning(wisp(wisp_example, max.fork = 1, verbose = FALSE))
+})
+
+# The ggplots a patchwork is made of (a plain ggplot: itself).
+patch_plots <- function(x) {
+  if (!inherits(x, "patchwork")) return(list(x))
+  own <- x
+  own$patches <- NULL
+  class(own) <- setdiff(class(own), "patchwork")
+  parts <- unlist(lapply(x$patches$plots, patch_plots), recursive = FALSE)
+  if (!inherits(own, "plot_filler")) parts <- c(parts, list(own))
+  parts
+}

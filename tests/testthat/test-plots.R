@@ -10,6 +10,16 @@ rate_by_hand <- function(psi) {
   1e-8 + 1e-3 * (pmax(x, 0) + log1p(exp(-abs(x))))
 }
 
+# The rows of a curve layer at whole bins, beside the row of the fit's
+# summed table (its fitted values) of the same curve and bin.
+curve_at_bins <- function(curves, fit) {
+  whole <- curves[curves$bin == round(curves$bin), , drop = FALSE]
+  d <- fit$count.data.summed
+  key <- function(x) paste(x$ran, x$context, x$species, x$treatment, x$bin, sep = "|")
+  table <- d[match(key(whole), key(d)), , drop = FALSE]
+  list(curve = whole, table = table)
+}
+
 test_that("the rate-count plot has counts, sample curves, population curves and change points", {
   for (fit in list(plots_fit(), plots_fit_original())) {
     label <- fit_label(fit)
@@ -32,17 +42,22 @@ test_that("the rate-count plot has counts, sample curves, population curves and 
     expect_true(all(samples$ran != "none"))
     expect_identical(p$layers[[2]]$aes_params$linetype, "dashed")
     expect_identical(length(unique(samples$curve)), 3L * 2L) # mice x treatments
-    expect_equal(samples$y.pred, samples$pred / exposure, label = label)
+    # On a grid finer than the bins; at the bins, the fitted values.
+    expect_true(any(samples$bin != round(samples$bin)))
+    at_bins <- curve_at_bins(samples, fit)
+    expect_false(anyNA(at_bins$table$pred))
+    expect_equal(at_bins$curve$y.pred, at_bins$table$pred / exposure, label = label)
 
     population <- p$layers[[3]]$data
     expect_true(all(population$ran == "none"))
-    expect_equal(population$y.pred, population$pred)
+    at_bins <- curve_at_bins(population, fit)
+    expect_equal(at_bins$curve$y.pred, at_bins$table$pred)
     expect_identical(levels(population$treatment), fit$treatment$names)
     # Points and the population curve are on one scale: the mean count per
     # unit of exposure is near the population rate.
     key <- function(x) paste(x$species, x$treatment, x$bin)
     observed_mean <- tapply(counts$y.count, key(counts), mean)
-    ratio <- observed_mean[key(population)] / population$y.pred
+    ratio <- observed_mean[key(at_bins$curve)] / at_bins$curve$y.pred
     expect_gt(stats::median(ratio), 0.8, label = label)
     expect_lt(stats::median(ratio), 1.25, label = label)
 
@@ -58,14 +73,58 @@ test_that("the rate-count plot has counts, sample curves, population curves and 
   expect_identical(plot(plots_fit())$labels$x, "bin")
 })
 
+test_that("the rate-count curves are drawn on a grid finer than the bins", {
+  fit <- plots_fit_example()
+  p <- plot(fit, species = "gene2")
+  built <- ggplot2::ggplot_build(p)
+  geoms <- layer_geoms(p)
+  lines <- which(geoms == "GeomLine")
+  expect_length(lines, 2L) # the animals' curves, the population's
+  bins <- max(fit$count.data.summed$bin)
+  for (i in lines) {
+    x <- built$data[[i]]$x
+    expect_true(any(x != round(x)))
+    # At least 5 points per bin on every curve.
+    per_curve <- tapply(x, built$data[[i]]$group, function(x) length(unique(x)))
+    expect_true(all(per_curve >= 5 * (bins - 1) + 1))
+  }
+  # At the bins, the curves are predict()'s values there (the rate per
+  # cell: predict() with exposure 1).
+  for (i in lines) {
+    curves <- p$layers[[i]]$data
+    whole <- curves[curves$bin == round(curves$bin), , drop = FALSE]
+    expected <- predict(fit, data.frame(bin = whole$bin, context = as.character(whole$context),
+                                        species = as.character(whole$species),
+                                        treatment = as.character(whole$treatment),
+                                        ran = whole$ran), type = "response")
+    expect_equal(whole$y.pred, expected)
+    expect_identical(nrow(whole), length(unique(curves$curve)) * as.integer(bins))
+  }
+  # On the log scale, predict()'s log(1 + rate).
+  p <- plot(fit, species = "gene2", log.scale = TRUE, samples = FALSE)
+  curves <- p$layers[[which(layer_geoms(p) == "GeomLine")]]$data
+  whole <- curves[curves$bin == round(curves$bin), , drop = FALSE]
+  expect_equal(whole$y.pred, predict(fit, data.frame(
+    bin = whole$bin, context = "context1", species = "gene2",
+    treatment = as.character(whole$treatment)), type = "link"))
+  # Between the bins, the curve of the bins' fitted values is not the
+  # straight line between them (near the transition of gene2).
+  half <- curves[curves$bin %% 1 == 0.5, , drop = FALSE]
+  chord <- vapply(seq_len(nrow(half)), function(k) {
+    same <- whole$treatment == half$treatment[k]
+    mean(whole$y.pred[same][match(half$bin[k] + c(-0.5, 0.5), whole$bin[same])])
+  }, 0)
+  expect_gt(max(abs(half$y.pred - chord)), 1e-3)
+})
+
 test_that("the rate-count plot selects genes, contexts and animals and draws the log scale", {
   fit <- plots_fit()
   p <- plot(fit, species = "gene2", log.scale = TRUE, change.points = FALSE)
   expect_builds(p)
   expect_identical(layer_geoms(p), c("GeomPoint", "GeomLine", "GeomLine"))
   for (layer in p$layers) expect_true(all(layer$data$species == "gene2"))
-  population <- p$layers[[3]]$data
-  expect_equal(population$y.pred, population$pred.log)
+  at_bins <- curve_at_bins(p$layers[[3]]$data, fit)
+  expect_equal(at_bins$curve$y.pred, at_bins$table$pred.log)
   expect_equal(p$layers[[1]]$data$y.count, p$layers[[1]]$data$count.log)
   expect_identical(p$labels$y, "log(rate + 1)")
 
@@ -106,10 +165,16 @@ test_that("a bootstrapped rate-count plot has the interval band", {
   expect_identical(layer_geoms(p), c("GeomRibbon", "GeomPoint", "GeomLine", "GeomLine", "GeomVline"))
   band <- p$layers[[1]]$data
   expect_true(all(band$ran == "none"))
-  expect_equal(band$y.low, rate_by_hand(band$pred.low))
-  expect_equal(band$y.high, rate_by_hand(band$pred.high))
+  # On the curves' fine grid; at the bins, the fit's own band (its
+  # quantiles of the replicates' fitted values).
+  expect_true(any(band$bin != round(band$bin)))
+  at_bins <- curve_at_bins(band, fit)
+  expect_false(anyNA(at_bins$table$pred.low))
+  expect_equal(at_bins$curve$y.low, rate_by_hand(at_bins$table$pred.low))
+  expect_equal(at_bins$curve$y.high, rate_by_hand(at_bins$table$pred.high))
   p <- plot(fit, log.scale = TRUE)
-  expect_equal(p$layers[[1]]$data$y.low, p$layers[[1]]$data$pred.low)
+  at_bins <- curve_at_bins(p$layers[[1]]$data, fit)
+  expect_equal(at_bins$curve$y.low, at_bins$table$pred.low)
   expect_false("GeomRibbon" %in% layer_geoms(plot(fit, ci = FALSE)))
 })
 
@@ -204,6 +269,134 @@ test_that("the effect plot marks significance per treatment effect", {
   p <- plot(plots_fit_original(), type = "effects")
   expect_builds(p)
   expect_identical(layer_geoms(p), c("GeomHline", "GeomPoint"))
+})
+
+# The x of every parameter's point, interval and star in a built figure of
+# parameters, each layer's row found by the parameter's own numbers: its
+# panel (its component, and `facet_value(row)` of its row of fit$parameters
+# in the column `facet` of the layout), its
+# estimate (the point), its interval (the bar) and its significance at
+# the top of its interval (the star), from fit$fitted.parameters and
+# fit$stats$parameters, not from the figure's data.
+parameter_positions <- function(p, fit, parameters, facet, facet_value) {
+  built <- ggplot2::ggplot_build(p)
+  geoms <- layer_geoms(p)
+  layout <- built$layout$layout
+  points <- built$data[[which(geoms == "GeomPoint")]]
+  bars <- built$data[[which(geoms %in% c("GeomLinerange", "GeomErrorbar"))]]
+  stars <- built$data[[which(geoms == "GeomText")]]
+  stars <- stars[nzchar(stars$label), , drop = FALSE]
+  components <- c(Rt = "block\nrate", tslope = "transition\nslope",
+                  tpoint = "transition\npoint")
+  stats <- fit$stats$parameters
+  rows <- fit$parameters[match(parameters, fit$parameters$name), , drop = FALSE]
+  one <- function(layer, keep) {
+    at <- which(keep)
+    if (length(at) != 1L) return(NA_real_)
+    layer$x[at]
+  }
+  near <- function(a, b) abs(a - b) < 1e-8
+  out <- lapply(seq_len(nrow(rows)), function(i) {
+    panel <- layout$PANEL[layout$component.label == components[[rows$component[i]]] &
+                            layout[[facet]] == facet_value(rows[i, ])]
+    estimate <- unname(fit$fitted.parameters[rows$name[i]])
+    s <- stats[stats$parameter == rows$name[i], ]
+    star <- if (s$significance %in% c("*", "**", "***")) {
+      one(stars, stars$PANEL == panel & stars$label == s$significance &
+            near(stars$y, s$CI.high))
+    } else NA_real_
+    data.frame(parameter = rows$name[i], block = rows$block[i], treatment = rows$treatment[i],
+               species = rows$species[i], PANEL = panel,
+               significant = s$significance %in% c("*", "**", "***"),
+               point = one(points, points$PANEL == panel & near(points$y, estimate)),
+               bar = one(bars, bars$PANEL == panel & near(bars$ymin, s$CI.low) &
+                           near(bars$ymax, s$CI.high)),
+               star = star, stringsAsFactors = FALSE)
+  })
+  do.call(rbind, out)
+}
+
+expect_aligned <- function(positions) {
+  # Every point and bar found once; a star for every significant effect.
+  expect_false(anyNA(positions$point))
+  expect_false(anyNA(positions$bar))
+  expect_false(anyNA(positions$star[positions$significant]))
+  expect_true(all(is.na(positions$star[!positions$significant])))
+  expect_equal(positions$bar, positions$point)
+  marked <- positions[positions$significant, , drop = FALSE]
+  expect_equal(marked$star, marked$point)
+}
+
+test_that("the effect plot draws each effect's point, interval and star at one x", {
+  fit <- plots_fit_example()
+  beta <- fit$parameters$name[fit$parameters$role == "beta"]
+  # The figure's point: blocks holding significant and non-significant
+  # effects (the case that was misdrawn).
+  stats <- fit$stats$parameters[match(beta, fit$stats$parameters$parameter), ]
+  key <- paste(fit$parameters$species, fit$parameters$component,
+               fit$parameters$block)[match(beta, fit$parameters$name)]
+  significant <- stats$significance %in% c("*", "**", "***")
+  mixed <- tapply(significant, key, function(x) any(x) && !all(x))
+  expect_true(any(mixed))
+
+  gene <- function(row) row$species
+  positions <- parameter_positions(plot(fit, type = "effects"), fit, beta, "panel", gene)
+  expect_aligned(positions)
+  # Each effect over its block, the treatments of a block apart.
+  expect_true(all(abs(positions$point - positions$block) < 0.5))
+  per_block <- split(positions$point, paste(positions$PANEL, positions$block))
+  expect_true(all(vapply(per_block, function(x) !anyDuplicated(round(x, 8)), TRUE)))
+  # In treatment order, left to right.
+  order_ok <- vapply(split(positions, paste(positions$PANEL, positions$block)), function(b) {
+    identical(order(b$point), order(match(b$treatment, fit$treatment$names)))
+  }, TRUE)
+  expect_true(all(order_ok))
+
+  # The same in the effects panel of the gene summary.
+  skip_if_not_installed("patchwork")
+  summary <- wisp_gene_summary(fit, "gene1")
+  titles <- vapply(patch_plots(summary), function(q) {
+    title <- q$labels$title
+    if (is.null(title)) "" else title
+  }, "")
+  effects <- patch_plots(summary)[[which(titles == "Treatment effects")]]
+  gene1 <- beta[fit$parameters$species[match(beta, fit$parameters$name)] == "gene1"]
+  positions <- parameter_positions(effects, fit, gene1, "panel", gene)
+  expect_aligned(positions)
+  expect_true(any(positions$significant) && !all(positions$significant))
+})
+
+test_that("the parameter plot draws each parameter's point, interval and star at one x", {
+  fit <- plots_fit_example()
+  right <- fit$parameters$name[fit$parameters$role == "beta" & fit$parameters$treatment == "right"]
+  positions <- parameter_positions(plot(fit, type = "parameters", group = "right"), fit, right,
+                                   "class", function(row) "all genes")
+  expect_true(any(positions$significant) && !all(positions$significant))
+  expect_aligned(positions)
+  # Each gene's parameters around the gene's place on the axis.
+  gene <- match(positions$species, fit$grouping.variables$species.lvls)
+  expect_true(all(abs(positions$point - gene) < 0.5))
+})
+
+test_that("figures label each treatment by all its levels, not like an effect", {
+  fit <- plots_fit_example()
+  # wisp_example's treatments are named as the original names them:
+  # "right" is (right, P12), "P18" is (left, P18).
+  expect_identical(fit$treatment$names, c("left:P12", "right", "P18", "right:P18"))
+  levels <- c("left, P12", "right, P12", "left, P18", "right, P18")
+  legend_labels <- function(p) {
+    built <- ggplot2::ggplot_build(p)
+    scale <- built$plot$scales$get_scales("colour")
+    as.character(scale$get_labels(scale$get_breaks()))
+  }
+  expect_identical(legend_labels(plot(fit)), levels)
+  expect_identical(legend_labels(plot(fit, type = "decomposition")), levels)
+  expect_identical(plot(fit, type = "parameters")$labels$title, "Baseline (left, P12)")
+  # The effects plot names effects, by the levels they compare.
+  expect_identical(legend_labels(plot(fit, type = "effects")),
+                   c("right vs left", "P18 vs P12", "right:P18 (interaction)"))
+  # A single factor's treatments are its levels.
+  expect_identical(legend_labels(plot(plots_fit())), c("left", "right"))
 })
 
 test_that("the time-series plot draws each block's rate per treatment against time", {
@@ -391,10 +584,10 @@ test_that("dim.bounds draws labelled boundaries, from the fit or from the argume
 
 test_that("log.scale draws the curves on the log(rate + 1) scale", {
   fit <- with_plot_settings(plots_fit(), log.scale = TRUE)
-  population <- plot(fit)$layers[[3]]$data
-  expect_equal(population$y.pred, population$pred.log)
-  population <- plot(fit, log.scale = FALSE)$layers[[3]]$data
-  expect_equal(population$y.pred, population$pred)
+  at_bins <- curve_at_bins(plot(fit)$layers[[3]]$data, fit)
+  expect_equal(at_bins$curve$y.pred, at_bins$table$pred.log)
+  at_bins <- curve_at_bins(plot(fit, log.scale = FALSE)$layers[[3]]$data, fit)
+  expect_equal(at_bins$curve$y.pred, at_bins$table$pred)
 })
 
 test_that("splitting_factor and its colours set the hue by one factor, the lightness by the others", {
