@@ -259,10 +259,7 @@ wisp_count_result <- function(fitted, settings, plot.settings, variables, call) 
     gamma.dispersion = model$dispersion,
     param.names = model$parameter_names,
     fix = fixed_effect_description(model),
-    treatment = list(names = model$treatments,
-                     components = lapply(seq_along(model$treatments), function(i) {
-                       vapply(model$treatment_levels, function(l) l[i], "")
-                     })),
+    treatment = treatment_description(model),
     weight.matrix = model$weights,
     grouping.variables = list(context.lvls = model$contexts, species.lvls = model$species,
                               ran.lvls = c("none", model$ran_levels)),

@@ -98,10 +98,7 @@ wisp_result <- function(fitted, settings, plot.settings, grid, variables, call) 
     gamma.dispersion = model$dispersion,
     param.names = model$parameter_names,
     fix = fixed_effect_description(model),
-    treatment = list(names = model$treatments,
-                     components = lapply(seq_along(model$treatments), function(i) {
-                       vapply(model$treatment_levels, function(l) l[i], "")
-                     })),
+    treatment = treatment_description(model),
     weight.matrix = model$weights,
     grouping.variables = list(context.lvls = model$contexts, species.lvls = model$species,
                               ran.lvls = model$ran_levels),

@@ -387,6 +387,15 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
 # Parts of the "wisp" object that both likelihoods assemble alike
 # (wisp_count_result() in count.R, wisp_result() in original.R).
 
+# The fit's `treatment` field (both likelihoods): the treatments' names and,
+# per treatment, its level of every factor.
+treatment_description <- function(model) {
+  list(names = model$treatments,
+       components = lapply(seq_along(model$treatments), function(i) {
+         vapply(model$treatment_levels, function(l) l[i], "")
+       }))
+}
+
 fixed_effect_description <- function(model) {
   levels <- model$fixed_levels
   list(names = names(levels), lvls = levels,
