@@ -383,4 +383,56 @@ mod tests {
             }
         }
     }
+
+    /// The bit patterns of a few fits, printed for a before/after comparison
+    /// of a change that must not move any result:
+    /// `cargo test --features test-hooks newton_fingerprint -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn newton_fingerprint() {
+        fn bits(v: &[f64]) -> Vec<String> {
+            v.iter().map(|x| format!("{:016x}", x.to_bits())).collect()
+        }
+        fn line(outcome: &NewtonOutcome, x: &[f64]) -> String {
+            format!(
+                "value {:016x} iterations {} evaluations {} converged {} scaled {:016x} decrement {:016x} pd {} stop {:?} inverse {:?} x {:?}",
+                outcome.value.to_bits(),
+                outcome.iterations,
+                outcome.evaluations,
+                outcome.converged,
+                outcome.scaled_gradient.to_bits(),
+                outcome.decrement.to_bits(),
+                outcome.positive_definite,
+                outcome.stop,
+                outcome.inverse_diagonal.as_deref().map(bits),
+                bits(x),
+            )
+        }
+        for seed in [11, 12, 13] {
+            let (model, _) = simulate(&Simulation::default(), seed);
+            for species in 0..2 {
+                for max_iterations in [1, 3, 100] {
+                    let problem = SpeciesProblem::new(&model, species, [true, true, true]);
+                    let mut state = starting_state_with(&problem, None, 0.8).unwrap();
+                    let bounds = super::super::settings::bounds_for(&problem);
+                    let settings = NewtonSettings {
+                        max_iterations,
+                        ..NewtonSettings::default()
+                    };
+                    let outcome = newton(&problem, &mut state, [0.1, 0.1, 0.1], &bounds, &settings);
+                    let x = state.to_vector(&problem.layout);
+                    println!(
+                        "FP direct {seed} {species} {max_iterations} {}",
+                        line(&outcome, &x)
+                    );
+                }
+            }
+        }
+        for seed in [1, 2, 3, 4] {
+            let plan = super::super::tests_support::fitted_plan(seed);
+            for fit in &plan.estimate.species {
+                println!("FP plan {seed} {fit:?}");
+            }
+        }
+    }
 }
