@@ -547,15 +547,17 @@ pub(crate) fn run_newton<O: NewtonObjective>(
     settings: &NewtonSettings,
 ) -> (NewtonOutcome, Vec<f64>) {
     let solver = DampedNewton::new(&objective, start.len(), bounds, settings);
-    let rows = Rc::new(RefCell::new(Vec::new()));
     let mut executor = Executor::new(objective, solver)
         .configure(|state| state.param(start))
         .ctrlc(false)
         .timer(false);
-    if settings.trace {
+    // Without the trace there is no observer (argmin then builds no
+    // key-value log either) and the solver returns no key-value pairs.
+    let rows = settings.trace.then(|| Rc::new(RefCell::new(Vec::new())));
+    if let Some(rows) = &rows {
         executor = executor.add_observer(
             TraceObserver {
-                rows: Rc::clone(&rows),
+                rows: Rc::clone(rows),
             },
             ObserverMode::Always,
         );
@@ -600,7 +602,7 @@ pub(crate) fn run_newton<O: NewtonObjective>(
         positive_definite: inverse_diagonal.is_some(),
         stop,
         inverse_diagonal,
-        trace: rows.take(),
+        trace: rows.map(|rows| rows.take()).unwrap_or_default(),
     };
     (outcome, x)
 }
