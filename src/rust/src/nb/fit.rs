@@ -175,6 +175,7 @@ fn warm_up(
         gradient_tolerance: 1e-2,
         decrement_tolerance: 1e-7,
         max_iterations: 50,
+        trace: false,
     };
     let curves = model.table().shape().contexts * model.table().shape().treatments;
     let free_warps = free_warps_of(sigma);

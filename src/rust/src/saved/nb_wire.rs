@@ -197,6 +197,7 @@ impl CountPlanV1 {
                 max_iterations: s.max_iterations,
                 gradient_tolerance: s.gradient_tolerance,
                 decrement_tolerance: s.decrement_tolerance,
+                trace: false,
             },
             max_variance_updates: s.max_variance_updates,
             variance_tolerance: s.variance_tolerance,
