@@ -304,7 +304,8 @@
 #'   without `ok` and `reason`: `pen.neg.value` (the minimised objective),
 #'   `neg.loglik` (minus the log-likelihood, marginal over the random effects
 #'   under `"nb"`), `converged`, `code`, `num.evals`, `iterations`,
-#'   `max.gradient`, `on.bound`, `fit.seconds`, `seconds`, `pid`,
+#'   `max.gradient`, `on.bound`, `fit.seconds` and `seconds` (under `"nb"`
+#'   from the start of the structure step, whose fits the fit reuses), `pid`,
 #'   `peak_rss_mb`, `pss_mb`, `private_dirty_mb`; `n.params`; and under
 #'   `"nb"` `df`, the degrees of freedom of [logLik()]: informed fixed
 #'   effects, estimated standard deviations and dispersions), `degrees`,

@@ -211,3 +211,12 @@ test_that("the count likelihood's estimate does not depend on rise_threshold_fac
   expect_equal(low$fitted.parameters, high$fitted.parameters, tolerance = 1e-5)
   expect_equal(low$fitted.parameters, small_fit()$fitted.parameters, tolerance = 1e-5)
 })
+
+test_that("the count fit's seconds include the structure step whose fits it reuses", {
+  fit <- small_fit()
+  # With structure = "likelihood" the chosen curves' fits are made during the
+  # structure step and not redone, so the fit took at least that long.
+  expect_true(fit$structure.seconds > 0)
+  expect_gte(fit$fit.diagnostics$fit.seconds, fit$structure.seconds)
+  expect_gte(fit$fit.diagnostics$seconds, fit$structure.seconds)
+})

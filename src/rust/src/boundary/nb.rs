@@ -295,6 +295,7 @@ fn count_fit(
     };
     let structure_seconds = structure_started.elapsed().as_secs_f64();
     let (plan, outcome) = pipeline::fit_count(
+        structure_started,
         &base,
         detected,
         &fitted,

@@ -188,8 +188,12 @@ pub(crate) fn fit_species_on(
     Ok(CountEstimate { species: fits })
 }
 
-/// The full-data fit: structure, fit, and the plan that keeps them.
+/// The full-data fit: structure, fit, and the plan that keeps them. Its
+/// seconds count from `started`, when the structure step began: a species
+/// fitted by the structure choice (`fitted`) is not fitted again, so its fit
+/// took place then.
 pub(crate) fn fit_count(
+    started: std::time::Instant,
     base: &CountModel,
     detected: DetectedChangePoints,
     fitted: &[Option<SpeciesFit>],
@@ -198,7 +202,6 @@ pub(crate) fn fit_count(
     interrupted: impl FnMut() -> bool,
     progress: impl FnMut(usize, usize),
 ) -> Result<(CountPlan, Outcome), Error> {
-    let started = std::time::Instant::now();
     let model = base
         .with_structure(detected.structure.clone())
         .map_err(Error::input)?;
