@@ -218,12 +218,15 @@ reference_count_nb_logpmf <- function(y, rate, exposure, phi) {
 # `curves` (columns context, species, treatment, component in Rt / tslope /
 # tpoint, block, value), as list(R, s, p).
 reference_count_curve_of <- function(curves, context, species, treatment) {
-  at <- curves$context == context & curves$species == species & curves$treatment == treatment
-  if (!any(at)) stop("no curve for ", context, " / ", species, " / ", treatment)
-  part <- curves[at, , drop = FALSE]
-  values <- function(component) {
-    rows <- part[part$component == component, , drop = FALSE]
-    rows$value[order(rows$block)]
+  at <- which(curves$context == context & curves$species == species &
+                curves$treatment == treatment)
+  if (!length(at)) stop("no curve for ", context, " / ", species, " / ", treatment)
+  component <- curves$component[at]
+  block <- curves$block[at]
+  value <- curves$value[at]
+  values <- function(name) {
+    mine <- component == name
+    value[mine][order(block[mine])]
   }
   list(R = values("Rt"), s = values("tslope"), p = values("tpoint"))
 }
@@ -427,6 +430,7 @@ reference_count_theta_labels <- function(d) {
 # The inverse of reference_count_pack(), filling a copy of the templates.
 reference_count_unpack <- function(x, curves, u, log_phi, bins) {
   keys <- unique(curves[c("context", "species", "treatment")])
+  value <- curves$value
   for (i in seq_len(nrow(keys))) {
     at <- curves$context == keys$context[i] & curves$species == keys$species[i] &
       curves$treatment == keys$treatment[i]
@@ -437,9 +441,10 @@ reference_count_unpack <- function(x, curves, u, log_phi, bins) {
     for (component in c("Rt", "tslope", "tpoint")) {
       rows <- which(at & curves$component == component)
       rows <- rows[order(curves$block[rows])]
-      curves$value[rows] <- switch(component, Rt = curve$R, tslope = curve$s, tpoint = curve$p)
+      value[rows] <- switch(component, Rt = curve$R, tslope = curve$s, tpoint = curve$p)
     }
   }
+  curves$value <- value
   for (context in rownames(log_phi)) {
     for (species in colnames(log_phi)) {
       name <- paste0("rho_", context, "_", species)
