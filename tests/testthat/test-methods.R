@@ -360,11 +360,22 @@ test_that("every Wald test agrees with its interval, slopes' log-ratio tests inc
   fit <- methods_fit()
   for (level in c(0.8, 0.95, 0.99)) {
     s <- wisp_statistics(fit, method = "wald", level = level, adjustment = "none")$stats$parameters
+    # p-values and limits against the formulas by hand (from vcov() and the
+    # normal quantile, slopes' on the log-ratio scale), not against each other.
+    hand <- wald_by_hand(fit, level)
+    at <- match(hand$parameter, s$parameter)
+    expect_false(anyNA(at))
+    expect_equal(s$p.value[at], hand$p.value, info = paste(level))
+    expect_equal(s$CI.low[at], hand$lower, info = paste(level))
+    expect_equal(s$CI.high[at], hand$upper, info = paste(level))
     tested <- !is.na(s$p.value)
     slopes <- tested & grepl("^beta_tslope", s$parameter)
     expect_gt(sum(slopes), 0)
-    excludes <- s$CI.low > 0 | s$CI.high < 0
-    expect_identical(s$p.value[tested] < 1 - level, excludes[tested], info = paste(level))
+    # And the duality of test and interval holds for the hand values.
+    excludes <- hand$lower > 0 | hand$upper < 0
+    hand_tested <- !is.na(hand$p.value)
+    expect_identical(hand$p.value[hand_tested] < 1 - level, excludes[hand_tested],
+                     info = paste(level))
     # The sinh map sends rho-hat to the estimate, so the interval holds it.
     expect_true(all(s$CI.low[slopes] < s$estimate[slopes] & s$estimate[slopes] < s$CI.high[slopes]))
   }

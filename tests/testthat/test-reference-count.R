@@ -177,7 +177,7 @@ test_that("the sum of E cells, each NB(rate, dispersion phi), is NB(E rate, size
                tolerance = 1e-9)
 })
 
-# The objective (model vignette §13.2, without the priors) ---------------------
+# The objective (model vignette §13.2) ------------------------------------------
 
 reference_count_case <- function() {
   bins <- 6
@@ -249,16 +249,96 @@ test_that("log phi = -Inf is the Poisson likelihood", {
 
 # Finite-difference gradient --------------------------------------------------------
 
-test_that("packing and unpacking the coordinates keeps the objective", {
+test_that("the coordinates are theta of §11.2, log phi and the free u, and unpack reads them back", {
   case <- reference_count_case()
   x <- reference_count_pack(case$curves, case$u, case$log_phi, case$sigma, case$bins)
-  expect_identical(length(x), 4L + 1L + 6L)
-  parts <- reference_count_unpack(x, case$curves, case$u, case$log_phi, case$bins)
-  expect_equal(parts$curves$value, case$curves$value, tolerance = 1e-12)
-  again <- reference_count_objective(case$rows, parts$curves, parts$u, parts$log_phi,
-                                     case$sigma, bins = case$bins)$value
-  expect_equal(again, reference_count_objective(case$rows, case$curves, case$u, case$log_phi,
-                                                case$sigma, bins = case$bins)$value)
+  # By hand (model vignette §11.2): B = 6, gap ceiling(6 / 20) = 1; R = (1, 2);
+  # theta_s = logit(1 / 8) = log(1 / 7); p = 2.5 = 0.5 + 1 + (6 - 2) q, q = 1 / 4,
+  # theta_p = logit(1 / 4) = log(1 / 3); rho = log 0.3; then every u.
+  expected <- c(theta_ctx_g1_ref_R1 = 1, theta_ctx_g1_ref_R2 = 2,
+                theta_ctx_g1_ref_s1 = log(1 / 7), theta_ctx_g1_ref_p1 = log(1 / 3),
+                rho_ctx_g1 = log(0.3),
+                u_point_a_X_g1 = 0.1, u_rate_a_X_g1 = 0.2, u_slope_a_X_g1 = -0.1,
+                u_point_b_X_g1 = -0.2, u_rate_b_X_g1 = 0.05, u_slope_b_X_g1 = 0.3)
+  expect_equal(x, expected, tolerance = 1e-12)
+  # Moved coordinates give the curve of the transforms by hand: theta_s = 0 is
+  # s = 8 sigma(0) = 4; theta_p = 0 is q = 1 / 2, p = 1.5 + 4 / 2 = 3.5.
+  moved <- replace(x, c("theta_ctx_g1_ref_s1", "theta_ctx_g1_ref_p1", "rho_ctx_g1",
+                        "u_rate_b_X_g1"), c(0, 0, log(2), -0.4))
+  parts <- reference_count_unpack(moved, case$curves, case$u, case$log_phi, case$bins)
+  expect_equal(parts$curves$value, c(1, 2, 4, 3.5), tolerance = 1e-12)
+  expect_equal(parts$log_phi[["ctx", "g1"]], log(2))
+  expect_equal(parts$u$rate, c(0.2, -0.4))
+  # A curve coordinate that is not there reads as NA (the oracle checks for it).
+  expect_true(is.na(reference_count_unpack(x[-1], case$curves, case$u, case$log_phi,
+                                           case$bins)$curves$value[1]))
+})
+
+# Priors and held effects (model vignette §11.3, §15.4) --------------------------
+
+# Two treatments (W = [1 0; 1 1]: beta_2 = v_2 - v_1), one degree-1 curve each,
+# two animals with mean rate warp 0.1 and mean slope warp -0.2.
+reference_count_prior_case <- function() {
+  bins <- 20
+  curves <- data.frame(context = "ctx", species = "g1", treatment = rep(c("ref", "KO"), each = 4),
+                       component = rep(c("Rt", "Rt", "tslope", "tpoint"), 2),
+                       block = rep(c(1, 2, 1, 1), 2),
+                       value = c(1, 2.5, 0.8, 8, 1.4, 2.2, 2, 12), stringsAsFactors = FALSE)
+  u <- data.frame(species = "g1", animal = c("a", "b"), point = c(0.3, -0.1),
+                  rate = c(0.25, -0.05), slope = c(-0.5, 0.1), stringsAsFactors = FALSE)
+  weights <- matrix(c(1, 1, 0, 1), 2, dimnames = list(c("ref", "KO"), c("ref", "KO")))
+  list(bins = bins, curves = curves, u = u, weights = weights)
+}
+
+test_that("the priors are the vignette's sums, at the animals' mean warps", {
+  case <- reference_count_prior_case()
+  # theta by hand: gap 1, free width 20 - 2 = 18, q = (p - 1.5) / 18.
+  theta_s <- stats::qlogis(c(0.8, 2) / 8)
+  theta_p <- stats::qlogis((c(8, 12) - 1.5) / 18)
+  rates <- rbind(ref = c(1, 2.5), KO = c(1.4, 2.2))
+  e <- exp(0.1)
+  slope <- sum((theta_s - 0.2 - log(1 / 7))^2) / (2 * 1.5^2)
+  step <- sum(((rates[, 2] - rates[, 1]) * e)^2) / (2 * 0.8^2)
+  effect <- (sum(((rates["KO", ] - rates["ref", ]) * e)^2) + diff(theta_s)^2 + diff(theta_p)^2) /
+    (2 * 0.6^2)
+  prior <- function(...) reference_count_prior(case$curves, case$u, case$bins,
+                                               list(weights = case$weights, ...))
+  expect_equal(prior(slope_sd = 1.5), slope, tolerance = 1e-12)
+  expect_equal(prior(step_sd = 0.8), step, tolerance = 1e-12)
+  expect_equal(prior(effect_sd = 0.6), effect, tolerance = 1e-12)
+  expect_equal(prior(slope_sd = 1.5, step_sd = 0.8, effect_sd = 0.6), slope + step + effect,
+               tolerance = 1e-12)
+  expect_identical(prior(slope_sd = 0, step_sd = 0, effect_sd = 0), 0)
+  # Without u the mean warps are 0: the plain priors.
+  plain <- reference_count_prior(case$curves, NULL, case$bins,
+                                 list(step_sd = 0.8, weights = case$weights))
+  expect_equal(plain, sum((rates[, 2] - rates[, 1])^2) / (2 * 0.8^2), tolerance = 1e-12)
+  # Moving the population rates by e^c and every rate warp by -c, or every
+  # slope logit by c and every slope warp by -c, leaves the priors as they were.
+  shifted <- case$curves
+  shifted$value[shifted$component == "Rt"] <- shifted$value[shifted$component == "Rt"] * exp(0.3)
+  logits <- stats::qlogis(shifted$value[shifted$component == "tslope"] / 8) + 0.4
+  shifted$value[shifted$component == "tslope"] <- 8 * stats::plogis(logits)
+  moved_u <- transform(case$u, rate = rate - 0.3, slope = slope - 0.4)
+  all_three <- list(slope_sd = 1.5, step_sd = 0.8, effect_sd = 0.6, weights = case$weights)
+  expect_equal(reference_count_prior(shifted, moved_u, case$bins, all_three),
+               slope + step + effect, tolerance = 1e-10)
+})
+
+test_that("a held effect adds p / 2 beta^2 on theta, with its analytic gradient", {
+  case <- reference_count_prior_case()
+  settings <- list(weights = case$weights, held = "KO")
+  theta_s <- stats::qlogis(c(0.8, 2) / 8)
+  theta_p <- stats::qlogis((c(8, 12) - 1.5) / 18)
+  # beta_KO = v_KO - v_ref of each unknown, on theta itself (no mean warps).
+  beta <- c(1.4 - 1, 2.2 - 2.5, diff(theta_s), diff(theta_p))
+  expect_equal(reference_count_prior(case$curves, case$u, case$bins, settings),
+               1e8 / 2 * sum(beta^2), tolerance = 1e-12)
+  gradient <- reference_count_held_gradient(case$curves, case$bins, settings)
+  labels <- c("R1", "R2", "s1", "p1")
+  expect_equal(unname(gradient[paste0("theta_ctx_g1_KO_", labels)]), 1e8 * beta, tolerance = 1e-12)
+  expect_equal(unname(gradient[paste0("theta_ctx_g1_ref_", labels)]), -1e8 * beta,
+               tolerance = 1e-12)
 })
 
 test_that("the finite-difference gradient matches analytic derivatives of a flat curve", {

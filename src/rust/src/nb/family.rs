@@ -174,13 +174,6 @@ mod tests {
     }
     use crate::numeric::special::ln_gamma;
 
-    /// The negative-binomial log-pmf from its textbook form, with ln Γ.
-    fn textbook(y: f64, mu: f64, k: f64) -> f64 {
-        ln_gamma(y + k) - ln_gamma(k) - ln_gamma(y + 1.0)
-            + k * (k / (k + mu)).ln()
-            + y * (mu / (k + mu)).ln()
-    }
-
     fn central(f: impl Fn(f64) -> f64, x: f64) -> f64 {
         let h = 1e-5 * x.abs().max(1.0);
         (f(x + h) - f(x - h)) / (2.0 * h)
@@ -204,34 +197,54 @@ mod tests {
         }
     }
 
+    /// (y, exposure E, rate r, ρ, ln y!, log-pmf) computed in R 4.2.2,
+    /// independently of this crate, at ψ = log1p(r), the rate floor of the
+    /// model vignette §9.2 and size k = E/e^ρ:
+    ///
+    /// ```r
+    /// softplus <- function(v) ifelse(v > 30, v + log1p(exp(-v)), log1p(exp(pmin(v, 30))))
+    /// rate <- function(psi) 1e-8 + 1e-3 * softplus(expm1(psi) / 1e-3)
+    /// mu <- E * rate(log1p(r)); k <- E / exp(rho)
+    /// lgamma(y + 1)
+    /// stats::dnbinom(y, size = k, mu = mu, log = TRUE)                      # NB rows
+    /// stats::dpois(y, mu, log = TRUE) + (y * (y - 1) - 2 * y * mu + mu^2) / (2 * k)  # Poisson limit
+    /// ```
+    ///
+    /// printed with `sprintf("%.17g")` (here in the shortest form that reads
+    /// back to the same double). The last three rows (k of 3e8, 1e8
+    /// and 1e13: ρ = ln 1e-8, the fixed-Poisson hold -18.4, and -30) use the
+    /// Poisson log-pmf with its 1/k correction (error O(y³/k²), below 1e-15
+    /// here): R 4.2.2's dnbinom(log = TRUE) is off there by up to 4.6e-10
+    /// (e.g. -2.4054650985635888 for row 9), more than this test allows.
+    /// The rows cover counts from 0 to 5000, dispersions from 1e-13 to 50,
+    /// a rate inside the floor's bend (r = 0.01) and exposures 1 to 20.
+    #[rustfmt::skip]
+    const R_CASES: [(f64, f64, f64, f64, f64, f64); 10] = [
+        (0.0, 1.0, 3.0, -0.6931471805599453, 0.0, -1.83258146774831),
+        (3.0, 5.0, 0.4, -2.3025850929940455, 1.791759469228055, -1.7319923601842058),
+        (17.0, 2.0, 8.0, 0.4054651081081644, 33.50507345013689, -3.7102007892911932),
+        (250.0, 8.0, 30.0, -3.506557897319982, 1134.045231790853, -4.118310099906555),
+        (5000.0, 20.0, 260.0, -6.214608098422191, 37591.14350887677, -7.955122616375153),
+        (1.0, 1.0, 0.01, 3.912023005428146, 0.0, -5.018740939944678),
+        (0.0, 6.0, 0.2, 1.3862943611198906, 0.0, -0.8816800306865114),
+        (40.0, 3.0, 12.0, -18.420680743952367, 110.3206397147574, -2.979882213179659),
+        (4.0, 1.0, 2.0, -18.4, 3.1780538303479458, -2.4054650981081647),
+        (12.0, 1.0, 10.0, -30.0, 19.987214495661885, -2.3561933777337116),
+    ];
+
     #[test]
-    fn the_value_matches_the_textbook_pmf_and_the_poisson_limit() {
-        for &(y, exposure, psi, rho) in &[
-            (0.0, 1.0, 1.2, -1.0),
-            (3.0, 5.0, 0.4, -2.0),
-            (17.0, 2.0, 2.2, 0.5),
-            (250.0, 8.0, 3.3, -3.5),
-        ] {
-            let mu = exposure * rate(psi).value;
-            let k = exposure * f64::exp(-rho);
-            let lg = ln_gamma(y + 1.0);
-            let expected = textbook(y, mu, k);
-            assert!(close(
-                row_term(y, exposure, psi, rho, lg).value,
-                expected,
-                1e-12
-            ));
-            assert!(close(row_value(y, exposure, psi, rho, lg), expected, 1e-12));
+    fn the_value_matches_r_dnbinom_and_the_poisson_limit() {
+        for &(y, exposure, r, rho, lg, expected) in &R_CASES {
+            let psi = f64::ln_1p(r);
+            let term = row_term(y, exposure, psi, rho, lg).value;
+            let value = row_value(y, exposure, psi, rho, lg);
+            for (name, actual) in [("row_term", term), ("row_value", value)] {
+                assert!(
+                    close(actual, expected, 1e-12),
+                    "{name} at y={y}, E={exposure}, r={r}, rho={rho}: {actual} vs R {expected}"
+                );
+            }
         }
-        // k → ∞: the Poisson log-pmf y ln μ − μ − ln y!
-        let (y, psi) = (4.0, 1.5_f64);
-        let mu = rate(psi).value;
-        let poisson = y * mu.ln() - mu - ln_gamma(y + 1.0);
-        assert!(close(
-            row_term(y, 1.0, psi, -30.0, ln_gamma(5.0)).value,
-            poisson,
-            1e-9
-        ));
     }
 
     #[test]
