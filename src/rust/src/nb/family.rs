@@ -218,7 +218,9 @@ mod tests {
     /// (e.g. -2.4054650985635888 for row 9), more than this test allows.
     /// The rows cover counts from 0 to 5000, dispersions from 1e-13 to 50,
     /// a rate inside the floor's bend (r = 0.01) and exposures 1 to 20.
+    /// (The ρ of row 1, log(0.5), is written as R printed it.)
     #[rustfmt::skip]
+    #[allow(clippy::approx_constant)]
     const R_CASES: [(f64, f64, f64, f64, f64, f64); 10] = [
         (0.0, 1.0, 3.0, -0.6931471805599453, 0.0, -1.83258146774831),
         (3.0, 5.0, 0.4, -2.3025850929940455, 1.791759469228055, -1.7319923601842058),

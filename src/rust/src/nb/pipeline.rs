@@ -192,6 +192,7 @@ pub(crate) fn fit_species_on(
 /// seconds count from `started`, when the structure step began: a species
 /// fitted by the structure choice (`fitted`) is not fitted again, so its fit
 /// took place then.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn fit_count(
     started: std::time::Instant,
     base: &CountModel,
