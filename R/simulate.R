@@ -324,17 +324,20 @@ wisp_simulate <- function(n.contexts = 1L, n.genes = 3L, n.random = 3L,
                    slope.effect = slope.effect, point.effect = point.effect,
                    effect.prob = effect_prob, rate.step = rate.step, random.sd = random_sd,
                    time.series = time.series, dropout = dropout, cell.ids = cell.ids,
-                   seed = seed, slope.max = simulation_constants$slope_max,
-                   rate.floor = simulation_constants[c("tau", "epsilon")])
+                   seed = seed, slope.max = simulation_constants()$slope_max,
+                   rate.floor = simulation_constants()[c("tau", "epsilon")])
   attr(data, "truth") <- simulation_truth(result, design, factors, contexts, genes,
                                           dispersion, settings)
   data
 }
 
-# Constants of the count model: the slope bound S_max (model vignette §11.2)
-# and the rate floor's tau and epsilon (§9.2), recorded in the truth's
-# settings (the rate itself comes from the Rust core: r_of_psi()).
-simulation_constants <- list(slope_max = 8, tau = 1e-3, epsilon = 1e-8)
+# Constants of the count model, from the Rust core: the slope bound S_max
+# (model vignette §11.2) and the rate floor's tau and epsilon (§9.2),
+# recorded in the truth's settings (the rate itself comes from the core too).
+simulation_constants <- function() {
+  core <- model_rules()$count_model
+  list(slope_max = core$slope_max, tau = core$rate_floor_width, epsilon = core$rate_floor)
+}
 
 # Evaluates `code` with R's RNG seeded, then restores the caller's stream.
 with_seed <- function(seed, code) {
@@ -681,7 +684,7 @@ crowded_pairs <- function(curves, u, bins) {
 # normalised points shifted on the logit scale.
 warp_curves <- function(curves, u, bins) {
   pick <- function(w) u[cbind(curves$gene, curves$animal, w)]
-  slope_max <- simulation_constants$slope_max
+  slope_max <- simulation_constants()$slope_max
   curves$rate <- curves$rate * exp(pick(2L))
   if (!ncol(curves$slope)) return(curves)
   curves$slope <- slope_max * stats::plogis(stats::qlogis(curves$slope / slope_max) + pick(3L))
@@ -703,8 +706,8 @@ warp_curves <- function(curves, u, bins) {
 }
 
 # The model's smallest spacing of transition points at its default
-# buffer_factor (0.05): ceiling(B / 20) bins.
-simulation_point_gap <- function(bins) ceiling(bins * 0.05)
+# buffer_factor (from the core; 0.05: ceiling(B / 20) bins).
+simulation_point_gap <- function(bins) ceiling(bins * model_rules()$defaults$buffer_factor)
 
 # Psi(x) at every bin x = 1..B for every curve: a (curves x bins) matrix.
 curve_log_rates <- function(curves, bins) {

@@ -173,12 +173,13 @@ wisp_demo_warp <- function(model = c("nb", "original"), u = 0.5, rates = c(1, 3,
     stop_input("`u` must be one positive number, not ", describe_value(u), ".", call = call)
   }
   check_demo_curve(rates, slopes, points, bins, call = call)
-  gap <- ceiling(bins * 0.05)
+  gap <- simulation_point_gap(bins)
   d <- length(slopes)
   if (d && (any(points - (0.5 + seq_len(d) * gap) <= 0) ||
             any(bins - (d + 1) * gap - (points - 0.5 - seq_len(d) * gap) <= 0) ||
-            any(slopes >= 8))) {
-    stop_input("the count model needs slopes below 8 and points at least ", gap,
+            any(slopes >= simulation_constants()$slope_max))) {
+    stop_input("the count model needs slopes below ", simulation_constants()$slope_max,
+               " and points at least ", gap,
                " bins apart and from the ends of the axis (model vignette, section 11.2).", call = call)
   }
   x <- seq(0.5, bins + 0.5, length.out = 301)
@@ -215,7 +216,7 @@ wisp_demo_warp <- function(model = c("nb", "original"), u = 0.5, rates = c(1, 3,
 # The animal's rates, slopes and points under random effects `u` (named
 # point, rate, slope; model vignette §7.2).
 demo_nb_warp <- function(rates, slopes, points, bins, gap, u) {
-  slope_max <- 8
+  slope_max <- simulation_constants()$slope_max
   d <- length(slopes)
   k <- seq_len(d)
   free <- bins - (d + 1) * gap

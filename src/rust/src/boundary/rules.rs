@@ -37,8 +37,14 @@ fn model_rules_rust() -> List {
         max_treatments = design::MAX_TREATMENTS as f64,
         max_degree = design::MAX_DEGREE as f64
     );
+    let count_model = list!(
+        slope_max = crate::nb::curve::SLOPE_MAX,
+        rate_floor_width = crate::nb::family::RATE_FLOOR_WIDTH,
+        rate_floor = crate::nb::family::RATE_FLOOR
+    );
     list!(
         defaults = defaults,
+        count_model = count_model,
         control = control,
         limits = limits,
         reference_treatment = design::REFERENCE_TREATMENT,
