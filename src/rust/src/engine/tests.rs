@@ -703,8 +703,11 @@ fn a_failure_in_a_fed_child_costs_only_its_task() {
         if kind == "memory" {
             opts.memory_limit_mb = Some(100.0);
         }
+        // Enough tasks that the dead child's replacement still finds work on
+        // a loaded machine, where noticing a memory-limit death takes a while
+        // and the surviving child keeps taking tasks meanwhile.
         let records =
-            leaves_no_trace(|| run_tasks(&numbers(10), &opts, failing, never, |_| {}).unwrap());
+            leaves_no_trace(|| run_tasks(&numbers(40), &opts, failing, never, |_| {}).unwrap());
         let expected = match kind {
             "crash" => Failure::Signal(9),
             "exit" => Failure::Exit(7),
