@@ -111,3 +111,43 @@ test_that("?wisp documents every entry of plot.settings, each with what it does"
     expect_gt(nchar(entry), 20, label = name)
   }
 })
+
+# ---------------------------------------------------------------------------
+# Messages in the user's words (issue #27).
+
+words_counts <- function(cells.per.bin = 2, n.genes = 1) {
+  data <- wisp_simulate(n.genes = n.genes, n.random = 3, n.bins = 12,
+                        cells.per.bin = cells.per.bin, degrees = 1L,
+                        fixed.effects = list(genotype = c("WT", "KO")), seed = 1)
+  data$genotype <- as.character(data$genotype)
+  data
+}
+
+said_by <- function(code) {
+  said <- character()
+  value <- withCallingHandlers(code, message = function(m) {
+    said <<- c(said, conditionMessage(m))
+    invokeRestart("muffleMessage")
+  })
+  list(value = value, said = said)
+}
+
+test_that("the stage messages are a start line and at most a few progress lines", {
+  lines <- function(total) {
+    said <- character()
+    progress <- wispack:::stage_progress(function(...) said <<- c(said, paste0(...)), FALSE, 1)
+    for (done in 0:total) progress$report("fit", done, total)
+    said
+  }
+  expect_identical(lines(3), c("Fit: 3 genes to fit.", "  3 of 3 genes fitted"))
+  expect_length(lines(5), 4L) # start, 2, 4, 5
+  expect_lte(length(lines(100)), 5L)
+  expect_identical(utils::tail(lines(100), 1), "  100 of 100 genes fitted")
+})
+
+test_that("the exposure line has no nested parentheses", {
+  run <- said_by(wisp(words_counts(), fit_only = TRUE, model.settings = list(LRO_cost = "none")))
+  line <- grep("^Exposure:", run$said, value = TRUE)
+  expect_identical(trimws(line), "Exposure: tokens (the data list every cell x gene pair, zeros included).")
+})
+
