@@ -321,9 +321,6 @@ wisp_count <- function(prepared, settings, plot.settings, variables, call, worke
   if (!diagnostics$converged) {
     warning("the fit did not converge (", diagnostics$code, ").", call. = FALSE)
   }
-  if (diagnostics$on.bound > 0) {
-    say(sprintf("%s on a bound (a rate of 0, a step-like transition, or a Poisson dispersion): see fit.diagnostics.",
-                count_noun(diagnostics$on.bound, "estimate")))
-  }
+  if (diagnostics$on.bound > 0) say(on_bound_message(diagnostics$on.bound, prepared$tokens))
   result
 }

@@ -15,7 +15,8 @@ variable_roles <- c(column_roles, "timeseries", "fixedeffects", "cell")
 #' @keywords internal
 #' @noRd
 prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
-                               missing_treatments = c("error", "warn"), call = sys.call(-1)) {
+                               missing_treatments = c("error", "warn"), call = sys.call(-1),
+                               say = message) {
   missing_treatments <- match.arg(missing_treatments)
   fail <- function(...) stop_input(..., call = call)
   if (!is.data.frame(count.data)) {
@@ -43,7 +44,8 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
       tokens[[role]] <- count.data[[column]]
     } else if (role %in% c("count", "bin")) {
       fail("`count.data` has no column '", column, "' for the ", role,
-           " role; name it in `variables`, e.g. variables = list(", role, " = \"my_column\").")
+           " role; name it in `variables`, e.g. variables = list(", role, " = \"my_column\").",
+           if (role == "count" && is.null(variables$count)) wide_table_hint(count.data))
     } else {
       tokens[[role]] <- rep(column, nrow(count.data))
     }
@@ -60,7 +62,7 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
   } else {
     setdiff(names(count.data), claimed)
   }
-  tell_constant_roles(constant, if (is.null(variables$fixedeffects)) fixed_effects)
+  tell_constant_roles(constant, if (is.null(variables$fixedeffects)) fixed_effects, say)
   time_series <- variables$timeseries
   if (!is.null(time_series) && !time_series %in% fixed_effects) {
     fixed_effects <- c(fixed_effects, time_series)
@@ -110,8 +112,12 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
                     class(bin)[1], " values.")
   rows <- which(is.na(bin) | !is.finite(bin) | bin < 1 | bin != round(bin))
   if (length(rows)) {
+    whole <- all(is.finite(bin) & bin == round(bin))
     fail("column '", bin_column, "' (bin) has ", length(rows), " value(s) that are not ",
-         "positive whole numbers (rows ", row_list(rows), ").")
+         "positive whole numbers (rows ", row_list(rows), ")",
+         if (whole && min(bin) == 0) paste0(
+           ". The bins start at 0, but wisp() counts bins from 1: add 1 to them, e.g. ",
+           "count.data$", bin_column, " <- count.data$", bin_column, " + 1"), ".")
   }
   if (max_bin > 0 && any(bin > max_bin)) {
     rows <- which(bin > max_bin)
@@ -122,14 +128,18 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
   if (max(bin) > max_bins) {
     rows <- which(bin > max_bins)
     fail("column '", bin_column, "' (bin) has ", length(rows), " value(s) above ", max_bins,
-         ", the most bins a model can have (rows ", row_list(rows), ").")
+         ", the most bins a model can have (rows ", row_list(rows), "). If they are positions ",
+         "(e.g. in micrometres), make bins from them with wisp_bin().")
   }
+  # Values in a common step (positions, e.g. in micrometres) first: that
+  # message says how to renumber them; then bins too sparse to be bins.
+  check_bins_consecutive(bin, bin_column, fail, gaps = FALSE)
   occupied <- length(unique(bin))
   if (max(bin) > 1000 && occupied < max(bin) / 10) {
     fail("column '", bin_column, "' (bin) numbers bins up to ", max(bin), " but only ",
          occupied, " of them have tokens; bins must number the spatial positions 1, 2, ... ",
          "(largest values at rows ", row_list(utils::head(order(bin, decreasing = TRUE), 5)),
-         ").")
+         "). If they are positions (e.g. in micrometres), make bins from them with wisp_bin().")
   }
   check_bins_consecutive(bin, bin_column, fail)
   tokens$bin <- as.integer(bin)
@@ -179,7 +189,9 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
   fixed_effects <- as_utf8(fixed_effects, "fixed-effect names", fail)
   if (!is.null(time_series)) time_series <- as_utf8(time_series, "timeseries", fail)
   names(tokens) <- c(column_roles, fixed_effects)
-  check_label_collisions(tokens, fixed_effects, fail)
+  info <- fixed_effect_info(tokens, fixed_effects, is.null(variables$fixedeffects), time_series,
+                            source_of("ran"))
+  check_label_collisions(tokens, fixed_effects, fail, info)
   names(levels) <- c("context", "species", "ran", fixed_effects)
   for (column in names(levels)) {
     tokens[[column]] <- factor(as.character(tokens[[column]]),
@@ -187,7 +199,7 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
   }
   default_ran <- is.null(variables$ran) && "ran" %in% constant && is.null(variables$fixedeffects)
   check_treatments_have_data(tokens, fixed_effects, fail, if (default_ran) fixed_effects,
-                             missing = missing_treatments)
+                             missing = missing_treatments, info = info)
 
   if (!is.null(cells)) {
     bad <- which(is.na(cells))
@@ -198,7 +210,7 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
     cells <- match(as.character(cells), unique(as.character(cells))) - 1L
   }
   list(tokens = tokens, fixed_effects = fixed_effects, time_series = time_series, cells = cells,
-       dropped_na = dropped_na)
+       dropped_na = dropped_na, fixed_effect_info = info)
 }
 
 # Counts above `large_count` draw a warning; above `max_exact_count` doubles
@@ -223,7 +235,7 @@ as_utf8 <- function(x, what, fail) {
 # model receives, and the treatments must be few enough to enumerate. (The
 # names built from labels, of treatments and parameters, are checked by the
 # Rust core when it builds the design: R/model.R, src/rust/src/model/design.rs.)
-check_label_collisions <- function(tokens, fixed_effects, fail) {
+check_label_collisions <- function(tokens, fixed_effects, fail, info = NULL) {
   for (f in fixed_effects) {
     values <- tokens[[f]]
     distinct <- if (is.numeric(values)) sort(unique(values)) else unique(as.character(values))
@@ -237,7 +249,8 @@ check_label_collisions <- function(tokens, fixed_effects, fail) {
   limit <- model_rules()$limits$max_treatments
   if (count > limit) {
     fail("the fixed effects define ", format(count, big.mark = ","), " treatments (level ",
-         "combinations); at most ", format(limit, big.mark = ","), " are supported.")
+         "combinations); at most ", format(limit, big.mark = ","), " are supported.",
+         if (!is.null(info)) fixed_effect_advice(info))
   }
   invisible()
 }
@@ -306,7 +319,7 @@ closest_names <- function(name, candidates, n = 3L, limit = max(2L, ceiling(ncha
 
 # Column names that often hold a role's labels.
 role_synonyms <- list(
-  context = c("region", "area", "layer", "celltype", "cell_type", "structure", "roi"),
+  context = c("region", "area", "layer", "celltype", "cell_type", "structure", "roi", "cortex"),
   species = c("gene", "genes", "gene_name", "gene_id", "feature", "target", "transcript"),
   ran = c("animal", "mouse", "mice", "subject", "individual", "donor", "rat", "brain",
           "animal_id", "mouse_id", "subject_id")
@@ -315,7 +328,7 @@ role_synonyms <- list(
 # Says which roles became constants because their default column is absent:
 # a message, or a warning naming the column that probably holds the role when
 # one that wisp() took as a fixed effect looks like it.
-tell_constant_roles <- function(roles, default_fixed_effects) {
+tell_constant_roles <- function(roles, default_fixed_effects, say = message) {
   what <- c(context = "context", species = "gene (species)", ran = "random level (animal)")
   for (role in roles) {
     likely <- default_fixed_effects[tolower(default_fixed_effects) %in% role_synonyms[[role]] |
@@ -327,8 +340,8 @@ tell_constant_roles <- function(roles, default_fixed_effects) {
               "holds the ", role, " role, map it: variables = list(", role, " = \"", likely[1],
               "\").", call. = FALSE)
     } else {
-      message(text, ". If another column holds them, map it: variables = list(", role,
-              " = \"<column>\").")
+      say(text, ". If another column holds them, map it: variables = list(", role,
+          " = \"<column>\").")
     }
   }
   invisible()
@@ -337,7 +350,7 @@ tell_constant_roles <- function(roles, default_fixed_effects) {
 # Bins number consecutive positions 1, 2, ..., B. Values in a common step
 # larger than 1 (25, 50, ..., 1000: positions in micrometres) are refused,
 # and bins that no token uses draw a warning.
-check_bins_consecutive <- function(bin, column, fail) {
+check_bins_consecutive <- function(bin, column, fail, gaps = TRUE) {
   used <- sort(unique(bin))
   if (length(used) >= 2L) {
     step <- Reduce(greatest_common_divisor, diff(used))
@@ -352,7 +365,7 @@ check_bins_consecutive <- function(bin, column, fail) {
     }
   }
   empty <- setdiff(seq_len(max(used)), used)
-  if (length(empty)) {
+  if (gaps && length(empty)) {
     warning(sprintf(paste0(
       "column '%s' (bin): bin%s %s of 1..%d %s no tokens. wisp() takes bins as consecutive ",
       "positions, so an empty bin is a gap in space; if the bins are not 1, 2, ..., B, make them ",
@@ -373,7 +386,7 @@ greatest_common_divisor <- function(a, b) if (b == 0) a else greatest_common_div
 # ran role is a constant, one of which likely identifies the animals.
 check_treatments_have_data <- function(tokens, fixed_effects, fail,
                                        default_fixed_effects = NULL,
-                                       missing = c("error", "warn")) {
+                                       missing = c("error", "warn"), info = NULL) {
   missing <- match.arg(missing)
   if (!length(fixed_effects)) return(invisible())
   levels <- lapply(fixed_effects, function(f) sorted_levels(tokens[[f]]))
@@ -397,24 +410,31 @@ check_treatments_have_data <- function(tokens, fixed_effects, fail,
     listed <- paste0(paste0("(", utils::head(combos, 5), ")", collapse = "; "),
                      if (length(combos) > 5) sprintf(" and %d more", length(combos) - 5) else "")
     reference_missing <- 1L %in% absent
+    suspects <- !is.null(info) && length(info$suspects) > 0L
+    advice <- if (!is.null(info) && is.null(animal)) fixed_effect_advice(info) else ""
     if (missing == "warn" && !reference_missing && is.null(animal)) {
       warning("no tokens for the treatment combination", if (length(combos) > 1) "s", " ",
               listed, ": ", if (length(combos) > 1) "their" else "its", " curves cannot be ",
               "estimated, and the treatment effects that need them (e.g. interactions) are ",
               "reported as NaN; the others are estimated from the treatments with data.",
-              call. = FALSE)
+              advice, call. = FALSE)
       return(invisible())
     }
     why <- if (missing == "error") {
       paste0("; every combination of fixed-effect levels needs data under likelihood = ",
              "\"original\" (the count likelihood, the default, fits the others)")
+    } else if (reference_missing && suspects) {
+      # An id column taken as a fixed effect: the reference level is not the
+      # thing to change.
+      paste0(", among them the reference (", combos[absent == 1L], "), from which every ",
+             "effect is measured")
     } else if (reference_missing) {
       paste0(", among them the reference (", combos[absent == 1L], "), from which every ",
-             "effect is measured; make a level with data the first level of its factor (e.g. ",
-             "factor(x, levels = c(...)))")
+             "effect is measured; if the fixed effects are the right ones, make a level with ",
+             "data the first level of its factor (e.g. factor(x, levels = c(...)))")
     } else ""
     fail("no tokens for the treatment combination", if (length(combos) > 1) "s", " ",
-         listed, why, ".",
+         listed, why, ".", advice,
          if (!is.null(animal)) paste0(
            " No column is mapped to the random-effect role (ran) and count.data has no column ",
            "'ran', so every other column is a fixed effect: '", animal, "' was taken as a ",

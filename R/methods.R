@@ -118,11 +118,7 @@ percentile_intervals <- function(replicates, parm, level, call = sys.call(-1)) {
     parm <- names[parm]
   } else if (is.character(parm)) {
     unknown <- setdiff(parm, names)
-    if (length(unknown)) {
-      stop_input("unknown parameter", if (length(unknown) > 1) "s", " in `parm`: ",
-                 paste0("'", utils::head(unknown, 5), "'", collapse = ", "),
-                 if (length(unknown) > 5) ", ...", ".", call = call)
-    }
+    if (length(unknown)) unknown_parameter_error(unknown, names, call)
   } else {
     stop_input("`parm` must be parameter names or numbers.", call = call)
   }
@@ -146,11 +142,7 @@ select_parameters <- function(names, parm, call = sys.call(-1)) {
   }
   if (!is.character(parm)) stop_input("`parm` must be parameter names or numbers.", call = call)
   unknown <- setdiff(parm, names)
-  if (length(unknown)) {
-    stop_input("unknown parameter", if (length(unknown) > 1) "s", " in `parm`: ",
-               paste0("'", utils::head(unknown, 5), "'", collapse = ", "),
-               if (length(unknown) > 5) ", ..." else "", ".", call = call)
-  }
+  if (length(unknown)) unknown_parameter_error(unknown, names, call)
   parm
 }
 
@@ -193,6 +185,7 @@ print.wisp <- function(x, ...) {
               length(real_ran), if (length(real_ran) != 1) "s" else "",
               length(x$treatment$names), if (length(x$treatment$names) != 1) "s" else "",
               if (nrow(d)) max(d$bin) else 0L))
+  if (length(x$fix$names)) cat("Fixed effects: ", fixed_effect_list(lengths(x$fix$lvls)), "\n", sep = "")
   degrees <- as.vector(x$degrees)
   if (length(degrees)) {
     tab <- table(factor(degrees, levels = sort(unique(degrees))))

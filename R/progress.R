@@ -9,7 +9,7 @@
 # gene, reported from R). It signals one progressr step per fit (with
 # `progress`; one progressor per stage, finished after its last step) and,
 # through `say`, coarse messages: the stage and what it fits when it starts,
-# and how many are done (each one up to 10, else every quarter).
+# and how many are done (at the end, and for more than 4 every quarter).
 # `finish()` finishes a stage that an error cut short; wisp() calls it on
 # exit.
 stage_progress <- function(say, progress, workers, envir = parent.frame()) {
@@ -48,8 +48,9 @@ stage_progress <- function(say, progress, workers, envir = parent.frame()) {
       return(invisible())
     }
     if (!is.null(step)) step()
+    # The end, and for more than 4 at most every quarter.
     quarter <- ceiling(total / 4)
-    if (total <= 10L || done == total || done %/% quarter != (done - 1L) %/% quarter) {
+    if (done == total || (total > 4L && done %/% quarter != (done - 1L) %/% quarter)) {
       say(sprintf("  %d of %s fitted", done, count_noun(total, unit)))
     }
     if (done >= total) finish()

@@ -92,10 +92,15 @@
 #'   `count.data` does not have is an error that names the closest columns.
 #'   An unmapped `context`, `species` or `ran` role whose column is absent
 #'   becomes a constant (one context, gene or random level, named by the
-#'   role), and `wisp()` says so: with a message, or with a warning when a
+#'   role), and `wisp()` says so: with a message (with `verbose = TRUE`), or
+#'   with a warning when a
 #'   column that looks like it holds the role (e.g. `mouse` or `animal` for
 #'   `ran`) was taken as a fixed effect. Without `fixedeffects`, every column
-#'   not used by another role is a fixed effect. See "Levels" for the order
+#'   not used by another role is a fixed effect (with `verbose = TRUE`,
+#'   `wisp()` names them and their levels; `print(fit)` shows them): set
+#'   `fixedeffects` to choose them, e.g. when the data keep a slice or cell
+#'   number. Errors about the treatments name the fixed effects, their
+#'   levels and those that look like ids. See "Levels" for the order
 #'   of levels and the reference level.
 #' @param fit_only Only fit; no bootstrap or statistics.
 #' @param use.median Report the medians of the bootstrap replicates as the
@@ -239,11 +244,13 @@
 #'   Unlike the original's `trtKO`, it drops no data.
 #'
 #' @section Progress:
-#' With `verbose = TRUE`, `wisp()` says what it does in messages: each stage
+#' With `verbose = TRUE`, `wisp()` says what it does in messages: which
+#' columns it took as fixed effects, with their numbers of levels (and
+#' which of them look like ids rather than treatments), each stage
 #' as it starts (the structure selection with the number of curves, or the
 #' grid search with the number of distinct change-point structures it fits;
 #' the fit with the number of genes), how many of them have been fitted
-#' (each one for up to 10, else every quarter), and a summary of each
+#' (at the end, and for more than 4 at most every quarter), and a summary of each
 #' stage. With the progressr package installed it also signals one
 #' progress step per curve of the structure selection or structure of the
 #' grid search, and per gene of the fit, as each one ends (on `max.fork` workers, in the order they
@@ -362,7 +369,8 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   started <- proc.time()[["elapsed"]]
   prepared <- prepare_count_data(count.data, variables, settings$max_bin,
                                  missing_treatments = if (settings$likelihood == "nb") "warn" else
-                                   "error")
+                                   "error", say = say)
+  say(fixed_effect_message(prepared$fixed_effect_info))
   progress <- stage_progress(say, verbose, max.fork)
   on.exit(progress$finish(), add = TRUE)
   if (settings$likelihood == "nb") {

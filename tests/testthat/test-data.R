@@ -169,14 +169,31 @@ test_that("a role mapped to a misspelled column is an error naming the closest c
   }
 })
 
-test_that("an unmapped role without its column becomes a constant, and wisp() says so", {
+test_that("an unmapped role without its column becomes a constant, and wisp() says so when verbose", {
   data <- lab_counts()
   data$region <- NULL
   roles <- lab_roles[c("count", "species", "ran")]
-  expect_message(fit <- wisp(data, roles, fit_only = TRUE, verbose = FALSE,
-                             model.settings = list(LRO_cost = "none")),
-                 "no column 'context'.*one context")
+  said <- character()
+  fit <- withCallingHandlers(wisp(data, roles, fit_only = TRUE, verbose = TRUE,
+                                  model.settings = list(LRO_cost = "none")),
+                             message = function(m) {
+                               said <<- c(said, conditionMessage(m))
+                               invokeRestart("muffleMessage")
+                             })
+  expect_true(any(grepl("no column 'context'.*one context", said)))
   expect_identical(fit$grouping.variables$context.lvls, "context")
+  # verbose = FALSE is quiet: the default (one context) is fine (issue #27)
+  expect_no_message(wisp(data, roles, fit_only = TRUE, verbose = FALSE,
+                         model.settings = list(LRO_cost = "none")))
+})
+
+test_that("a 'cortex' column without a context role warns that it may hold the context", {
+  data <- lab_counts()
+  names(data)[names(data) == "region"] <- "cortex"
+  expect_warning(
+    try(wisp(data, lab_roles[c("count", "species", "ran")], fit_only = TRUE, verbose = FALSE,
+             model.settings = list(LRO_cost = "none")), silent = TRUE),
+    "no column 'context'.*variables = list\\(context = \"cortex\"\\)")
 })
 
 test_that("an unmapped role whose data look like they are in another column warns", {
@@ -209,6 +226,32 @@ test_that("bins in micrometres are refused with a pointer to wisp_bin()", {
   data$bin <- data$bin * 25
   expect_error(fit_quietly(data), class = "wisp_input_error",
                regexp = "steps of 25.*wisp_bin\\(\\)")
+})
+
+test_that("bins in micrometres up to 1200 in steps of 50 point to wisp_bin() too", {
+  data <- factor_counts(c("WT", "KO"), name = "genotype")
+  data$bin <- data$bin * 50 + 600 # 650 .. 1200
+  expect_error(fit_quietly(data), class = "wisp_input_error",
+               regexp = "steps of 50.*wisp_bin\\(\\).*\\(bin - 600\\) / 50")
+  # positions in no common step, sparse up to 1200: the same pointer
+  data <- factor_counts(c("WT", "KO"), name = "genotype")
+  data$bin <- c(1:11, 1200)[data$bin]
+  expect_error(fit_quietly(data), class = "wisp_input_error",
+               regexp = "bins up to 1200.*wisp_bin\\(\\)")
+})
+
+test_that("0-based bins are refused with the advice to add 1", {
+  data <- factor_counts(c("WT", "KO"), name = "genotype")
+  data$bin <- data$bin - 1
+  expect_error(fit_quietly(data), class = "wisp_input_error",
+               regexp = "'bin'.*start at 0.*counts bins from 1.*bin \\+ 1")
+})
+
+test_that("a wide per-cell table (cells x genes) points to wisp_bin()", {
+  wide <- data.frame(Gad1 = c(0, 2, 1), Sst = c(3, 0, 0), Vip = c(1, 1, 0),
+                     depth = c(10, 250, 700), mouse = "m1")
+  expect_error(fit_quietly(wide), class = "wisp_input_error",
+               regexp = "no column 'count'.*'Gad1', 'Sst', 'Vip'.*cells x genes.*wisp_bin\\(\\)")
 })
 
 test_that("bins with gaps draw a warning that names them", {

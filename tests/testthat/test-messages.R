@@ -111,3 +111,106 @@ test_that("?wisp documents every entry of plot.settings, each with what it does"
     expect_gt(nchar(entry), 20, label = name)
   }
 })
+
+# ---------------------------------------------------------------------------
+# Messages in the user's words (issue #27): the fixed effects wisp() took,
+# and errors that name them.
+
+words_counts <- function(cells.per.bin = 2, n.genes = 1) {
+  data <- wisp_simulate(n.genes = n.genes, n.random = 3, n.bins = 12,
+                        cells.per.bin = cells.per.bin, degrees = 1L,
+                        fixed.effects = list(genotype = c("WT", "KO")), seed = 1)
+  data$genotype <- as.character(data$genotype)
+  data
+}
+
+said_by <- function(code) {
+  said <- character()
+  value <- withCallingHandlers(code, message = function(m) {
+    said <<- c(said, conditionMessage(m))
+    invokeRestart("muffleMessage")
+  })
+  list(value = value, said = said)
+}
+
+test_that("wisp() says which columns it took as fixed effects, and print(fit) shows them", {
+  data <- words_counts()
+  # a per-sample id (slice) left in the data, crossed with genotype
+  data$slice <- paste0(data$ran, "-s", data$bin %% 2)
+  run <- said_by(wisp(data, fit_only = TRUE, model.settings = list(LRO_cost = "none")))
+  said <- paste(run$said, collapse = "\n")
+  expect_match(said, "Fixed effects: 'genotype' \\(2 levels\\), 'slice' \\(6 levels\\)")
+  expect_match(said, "no role uses.*variables\\$fixedeffects")
+  expect_match(said, "'slice' has 6 levels, each within one animal of 'ran'")
+  expect_output(print(run$value), "Fixed effects: 'genotype' \\(2 levels\\), 'slice' \\(6 levels\\)")
+  # chosen explicitly: no advice, no suspicion
+  run <- said_by(wisp(data, list(fixedeffects = "genotype"), fit_only = TRUE,
+                      model.settings = list(LRO_cost = "none")))
+  expect_true(any(grepl("Fixed effects: 'genotype' (2 levels), 2 treatments at most.",
+                        run$said, fixed = TRUE)))
+})
+
+test_that("too many treatments: the error names the fixed effects, their levels and the id column", {
+  data <- words_counts(cells.per.bin = 60)
+  data$cell_num <- seq_len(nrow(data))
+  expect_error(wisp(data, verbose = FALSE, fit_only = TRUE),
+               class = "wisp_input_error",
+               regexp = paste0("8,640 treatments.*'genotype' \\(2 levels\\), 'cell_num' \\(4,320 ",
+                               "levels\\).*'cell_num' is numeric with 4,320 distinct values.*",
+                               "variables = list\\(cell = \"cell_num\"\\).*",
+                               "variables\\$fixedeffects.*fixedeffects = c\\(\"genotype\"\\)"))
+})
+
+test_that("a per-sample id as a fixed effect: the missing-treatment error says so, not 'reorder levels'", {
+  data <- words_counts()
+  data$slice <- paste0(data$ran, "-", data$genotype) # nested in animal and genotype
+  # the reference (WT with slice "mouse1-KO", the first level) has no data
+  data$genotype <- factor(data$genotype, levels = c("WT", "KO"))
+  err <- expect_error(wisp(data, verbose = FALSE, fit_only = TRUE),
+                      class = "wisp_input_error",
+                      regexp = paste0("no tokens for the treatment combinations.*'slice' \\(6 ",
+                                      "levels\\).*each within one animal.*sample id.*",
+                                      "fixedeffects = c\\(\"genotype\"\\)"))
+  expect_no_match(conditionMessage(err), "first level")
+  expect_error(wisp(data, verbose = FALSE, fit_only = TRUE,
+                    model.settings = list(likelihood = "original")),
+               class = "wisp_input_error", regexp = "likelihood = \"original\".*'slice' has 6 levels")
+  # with the reference present, the warning about the missing ones says it too
+  data$genotype <- factor(data$genotype, levels = c("KO", "WT"))
+  expect_warning(try(wisp(data, verbose = FALSE, fit_only = TRUE,
+                          model.settings = list(LRO_cost = "none")), silent = TRUE),
+                 regexp = "no tokens.*'slice' has 6 levels.*variables\\$fixedeffects")
+})
+
+test_that("an all-zero gene: the on-bound message names it", {
+  data <- words_counts(n.genes = 2)
+  data$count[data$species == "gene2"] <- 0
+  run <- said_by(wisp(data, fit_only = TRUE, model.settings = list(LRO_cost = "none")))
+  skip_if(run$value$fit.diagnostics$on.bound == 0, "no estimate on a bound")
+  expect_true(any(grepl("on a bound.*gene 'gene2' has no counts", run$said)))
+})
+
+test_that("the stage messages are a start line and at most a few progress lines", {
+  lines <- function(total) {
+    said <- character()
+    progress <- wispack:::stage_progress(function(...) said <<- c(said, paste0(...)), FALSE, 1)
+    for (done in 0:total) progress$report("fit", done, total)
+    said
+  }
+  expect_identical(lines(3), c("Fit: 3 genes to fit.", "  3 of 3 genes fitted"))
+  expect_length(lines(5), 4L) # start, 2, 4, 5
+  expect_lte(length(lines(100)), 5L)
+  expect_identical(utils::tail(lines(100), 1), "  100 of 100 genes fitted")
+})
+
+test_that("the exposure line has no nested parentheses", {
+  run <- said_by(wisp(words_counts(), fit_only = TRUE, model.settings = list(LRO_cost = "none")))
+  line <- grep("^Exposure:", run$said, value = TRUE)
+  expect_identical(trimws(line), "Exposure: tokens (the data list every cell x gene pair, zeros included).")
+})
+
+test_that("confint() with an unknown parameter shows what the names look like", {
+  fit <- messages_fit()
+  expect_error(confint(fit, parm = "KO", method = "wald"), class = "wisp_input_error",
+               regexp = "unknown parameter in `parm`: 'KO'. Parameter names look like 'b.*names\\(coef\\(fit\\)\\).*grep\\(\"KO\"")
+})

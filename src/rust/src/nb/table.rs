@@ -525,7 +525,7 @@ fn choose_exposure(
         None if has_cells => Ok(choice(Exposure::Cells, "the data have cell ids")),
         None if has_zeros && balanced() => Ok(choice(
             Exposure::Tokens,
-            "the data list every cell x gene pair (zeros included)",
+            "the data list every cell x gene pair, zeros included",
         )),
         None => Ok(choice(
             Exposure::Unit,

@@ -1,0 +1,131 @@
+# Messages in the user's words (issue #27): which columns became fixed
+# effects, and why a fixed effect looks like an id rather than a treatment.
+
+# The fixed effects of prepared tokens: their level counts, whether wisp()
+# took them by default (every column no role uses) and, for those it took by
+# default, why some look like ids or measurements rather than treatments:
+# as many levels as the animals (column `ran_column`), each level within one
+# animal (a per-animal or per-sample id); numeric with many distinct values;
+# or very many levels.
+fixed_effect_info <- function(tokens, fixed_effects, by_default, time_series = NULL,
+                              ran_column = "ran") {
+  n <- vapply(fixed_effects, function(f) length(unique(tokens[[f]])), 1L)
+  names(n) <- fixed_effects
+  ran <- as.character(tokens$ran)
+  n_ran <- length(unique(ran))
+  suspects <- character()
+  if (by_default) {
+    for (f in setdiff(fixed_effects, time_series)) {
+      values <- tokens[[f]]
+      nested <- n_ran > 1L && n[[f]] >= n_ran &&
+        length(unique(paste(as.character(values), ran, sep = "\r"))) == n[[f]]
+      why <- if (is.numeric(values) && n[[f]] > 20L) {
+        sprintf("is numeric with %s distinct values: an id or a measurement, not a treatment?",
+                format(n[[f]], big.mark = ","))
+      } else if (n[[f]] > 50L) {
+        sprintf("has %s levels: an id, not a treatment?", format(n[[f]], big.mark = ","))
+      } else if (nested) {
+        sprintf("has %s, %s within one animal of '%s' (%s): an animal or sample id, not a treatment?",
+                count_noun(n[[f]], "level"), if (n[[f]] == n_ran) "one per animal, each" else "each",
+                ran_column, count_noun(n_ran, "animal"))
+      }
+      if (!is.null(why)) suspects[[f]] <- why
+    }
+  }
+  list(names = fixed_effects, levels = n, by_default = by_default, suspects = suspects,
+       time_series = time_series)
+}
+
+# "'genotype' (2 levels), 'slice' (12 levels)"
+fixed_effect_list <- function(levels) {
+  paste0("'", names(levels), "' (", vapply(levels, count_noun, "", "level"), ")",
+         collapse = ", ")
+}
+
+# What the fit took as fixed effects, for wisp()'s verbose message.
+fixed_effect_message <- function(info) {
+  if (!length(info$names)) return("Fixed effects: none (one treatment).")
+  text <- paste0("Fixed effects: ", fixed_effect_list(info$levels), ", ",
+                 count_noun(prod(info$levels), "treatment"), if (info$by_default) {
+                   paste0(" at most; taken from ", default_source(info),
+                          " (choose them with variables$fixedeffects)")
+                 } else " at most", ".")
+  if (length(info$suspects)) text <- paste0(text, " ", suspect_text(info$suspects))
+  text
+}
+
+suspect_text <- function(suspects) {
+  cell <- grepl("cell", names(suspects), ignore.case = TRUE)
+  paste0("'", names(suspects), "' ", suspects,
+         ifelse(cell, sprintf(" (if it is the cells' id, map it: variables = list(cell = \"%s\"))",
+                              names(suspects)), ""), collapse = " ")
+}
+
+default_source <- function(info) {
+  paste0("the columns that no role uses", if (length(info$time_series)) " and the time series")
+}
+
+# For errors about the fixed effects: which columns they are, with their
+# levels, which look like ids, and how to choose them.
+fixed_effect_advice <- function(info) {
+  if (!length(info$names)) return("")
+  keep <- setdiff(info$names, names(info$suspects))
+  example <- if (length(keep) && length(info$suspects)) {
+    paste0(" (e.g. variables = list(fixedeffects = c(",
+           paste0("\"", keep, "\"", collapse = ", "), ")))")
+  } else ""
+  paste0(" The fixed effects are ", fixed_effect_list(info$levels),
+         if (info$by_default) paste0(", taken from ", default_source(info)) else "", ".",
+         if (length(info$suspects)) paste0(" ", suspect_text(info$suspects)) else "",
+         " Choose the fixed effects with `variables$fixedeffects`", example,
+         if (info$by_default) ", or map a column to its role in `variables` (see ?wisp)" else "",
+         ".")
+}
+
+# confint(fit, parm = "KO") and friends: the unknown names, a few valid
+# ones, and how to find the one meant.
+unknown_parameter_error <- function(unknown, names, call) {
+  close <- unique(unlist(lapply(utils::head(unknown, 3), function(u) {
+    c(grep(u, names, fixed = TRUE, value = TRUE), closest_names(u, names))
+  })))
+  shown <- utils::head(if (length(close)) close else names, 4)
+  stop_input("unknown parameter", if (length(unknown) > 1) "s", " in `parm`: ",
+             paste0("'", utils::head(unknown, 5), "'", collapse = ", "),
+             if (length(unknown) > 5) ", ..." else "", ". Parameter names look like ",
+             paste0("'", shown, "'", collapse = ", "),
+             if (length(close)) " (names containing or close to it)" else "",
+             "; ", length(names), " in all: see names(coef(fit)), and match them with e.g. ",
+             "grep(\"", unknown[1], "\", names(coef(fit)), value = TRUE), or pass numbers.",
+             call = call)
+}
+
+# A wide per-cell table (cells x genes: many numeric columns, no count
+# column) is not tokens; wisp_bin() makes them from it.
+wide_table_hint <- function(count.data) {
+  numeric <- names(count.data)[vapply(count.data, function(v) is.numeric(v) && !is.factor(v), NA)]
+  numeric <- setdiff(numeric, c("bin", "cell", "x", "y", "z", "depth", "position"))
+  if (length(numeric) < 3L) return("")
+  paste0(" count.data has no count column but ", length(numeric), " numeric columns (",
+         paste0("'", utils::head(numeric, 4), "'", collapse = ", "),
+         if (length(numeric) > 4) ", ..." else "", "): if it is a wide table of cells x genes, ",
+         "wisp() needs one row per cell and gene (a token): make them, with their bins, with ",
+         "wisp_bin() from a cells x genes matrix of the counts and a data.frame of the cells' ",
+         "ids, positions and metadata.")
+}
+
+# "6 estimates on a bound (...)": the genes without a single count, whose
+# rates are at their bound of 0, by name.
+on_bound_message <- function(on_bound, tokens) {
+  totals <- tapply(tokens$count, tokens$species, sum)
+  empty <- names(totals)[!is.na(totals) & totals == 0]
+  text <- sprintf("%s on a bound (a rate of 0, a step-like transition, or a Poisson dispersion)",
+                  count_noun(on_bound, "estimate"))
+  if (length(empty)) {
+    text <- paste0(text, sprintf("; gene%s %s %s no counts, so %s rates are 0", if (length(empty) > 1) "s" else "",
+                                 paste0("'", utils::head(empty, 5), "'", collapse = ", "),
+                                 if (length(empty) > 1) "have" else "has",
+                                 if (length(empty) > 1) "their" else "its"),
+                   if (length(empty) > 5) sprintf(" (and %d more genes)", length(empty) - 5) else "")
+  }
+  paste0(text, ": see fit.diagnostics.")
+}
