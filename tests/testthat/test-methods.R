@@ -139,8 +139,20 @@ test_that("print.wisp shows the fit and whether it was bootstrapped", {
                                 sum(!is.na(wald$p.value)), sum(wald$p.value.adj < 0.05, na.rm = TRUE)),
                         out, fixed = TRUE)))
   expect_false(any(grepl("bootstraps.num", out, fixed = TRUE)))
-  out <- capture.output(print(methods_booted()))
+  booted <- methods_booted()
+  out <- capture.output(print(booted))
   expect_true(any(grepl("Bootstrapped: 20 replicates", out, fixed = TRUE)))
+  # Its percentile tests too (by hand: p = min(1, 2 min(#{x <= 0} + 1,
+  # #{x >= 0} + 1) / (R + 1)), Holm over the treatment effects), and that
+  # 20 replicates are too few: 2 / 21 x m is not below 0.05.
+  replicates <- used_replicates(booted)
+  beta <- booted$parameters$name[booted$parameters$role == "beta"]
+  p <- vapply(beta, function(name) percentile_p_value(replicates[, name]), numeric(1))
+  expect_true(any(grepl(sprintf("Percentile tests from %d replicates of %d treatment effects: %d significant",
+                                nrow(replicates), length(beta), sum(p.adjust(p, "holm") < 0.05)),
+                        out, fixed = TRUE)))
+  expect_true(any(grepl(sprintf("too few replicates to reject any (%d needed)", 40L * length(beta)),
+                        out, fixed = TRUE)))
 })
 
 test_that("summary.wisp has the fixed-effect table, with Wald statistics for the count likelihood", {
