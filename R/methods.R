@@ -271,7 +271,10 @@ print.wisp <- function(x, ...) {
 #'   and `small.design`: `NULL`, or, for Wald tests of transition points
 #'   with fewer than 5 animals in some group (where they were
 #'   anti-conservative in the calibration benchmark; see [wisp()]), the
-#'   number of animals in the smallest group, printed as a caution.
+#'   number of animals in the smallest group, printed as a caution, and
+#'   `provenance` (the fit's record of the wispack that made it, `NULL` for
+#'   fits saved before it was recorded), printed as the last line,
+#'   "Made with wispack 0.1.0 (commit abc1234)".
 #' @seealso [coef.wisp()], [confint.wisp()]
 #' @export
 #' @examples
@@ -317,7 +320,8 @@ summary.wisp <- function(object, level = NULL, ...) {
     n.warp = sum(p$role %in% "warp"), nobs = nobs.wisp(object), logLik = logLik.wisp(object),
     structure = structure_summary(object$structure.selection),
     held.effects = object$held.effects,
-    small.design = if (tested) wald_small_design(object) else NULL
+    small.design = if (tested) wald_small_design(object) else NULL,
+    provenance = object$provenance
   ), class = "summary.wisp")
 }
 
@@ -412,6 +416,9 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
       "before reading their stars."), x$small.design, WALD_CALIBRATED_ANIMALS), exdent = 2),
       sep = "\n")
   }
+  made <- provenance_line(x$provenance)
+  cat(if (is.null(made)) "Made with a wispack that did not record its version" else
+    paste("Made with", made), "\n", sep = "")
   invisible(x)
 }
 
