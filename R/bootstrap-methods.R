@@ -12,7 +12,8 @@
 #'   `"failed"`), `reasons` (a table of failure reasons), `time` and
 #'   `memory` (data.frames of the minimum, median, mean and maximum of
 #'   `seconds`, and of `peak_rss_mb`, `pss_mb` and `private_dirty_mb`, per
-#'   replicate), `total.seconds`, `seed`, `backend` and `max.fork`.
+#'   replicate), `total.seconds`, `seed`, `backend`, `max.fork` and
+#'   `provenance` (printed as the last line when the object has one).
 #'   `as.data.frame()`: one row per replicate: `replicate`, the diagnostics
 #'   columns (see [bs_batch()]) and one column per parameter (named as in
 #'   the fit, `NA` for failed replicates).
@@ -68,7 +69,8 @@ summary.wisp_bootstrap <- function(object, ...) {
     time = describe_columns(d, "seconds"),
     memory = describe_columns(d, c("peak_rss_mb", "pss_mb", "private_dirty_mb")),
     total.seconds = sum(d$seconds, na.rm = TRUE),
-    seed = object$seed, backend = object$backend, max.fork = object$max.fork
+    seed = object$seed, backend = object$backend, max.fork = object$max.fork,
+    provenance = object$provenance
   ), class = "summary.wisp_bootstrap")
 }
 
@@ -90,6 +92,8 @@ print.summary.wisp_bootstrap <- function(x, ...) {
   print(signif(x$time, 3))
   cat("\nMemory per replicate (MB, of the process that ran it):\n")
   print(signif(x$memory, 3))
+  made <- provenance_line(x$provenance)
+  if (!is.null(made)) cat("\nRun with ", made, "\n", sep = "")
   invisible(x)
 }
 

@@ -252,7 +252,8 @@
 #'   session for the serial backend); the memory columns are `NA` except on
 #'   Linux, see Platforms),
 #'   `seed`, `backend`, `max.fork` (the workers; for the future
-#'   backend, those of the plan, [future::nbrOfWorkers()]) and `call`.
+#'   backend, those of the plan, [future::nbrOfWorkers()]), `call` and
+#'   `provenance` (which wispack ran it, as a fit's: see [wisp()]).
 #' @export
 #' @examples
 #' counts <- wisp_simulate(n.genes = 1, n.bins = 40, seed = 3)
@@ -396,7 +397,8 @@ bootstrap_result <- function(fit, wanted, replicates, rows, done, seed, backend,
   colnames(t) <- names(fit$fitted.parameters)
   structure(list(t0 = fit$fitted.parameters, t = t, R = length(wanted),
                  replicates = wanted, diagnostics = diagnostics, seed = seed,
-                 resample = resample, backend = backend, max.fork = max.fork, call = call),
+                 resample = resample, backend = backend, max.fork = max.fork, call = call,
+                 provenance = wisp_provenance()),
             class = "wisp_bootstrap")
 }
 

@@ -33,7 +33,13 @@
 #' (they are dropped and their replicates run again) or could not be written;
 #' `wisp_design_warning` from [wisp()] when its Wald tests of transition
 #' points are outside the designs where they were found calibrated (fewer
-#' than 5 animals per group). Silence the latter, once read, with
+#' than 5 animals per group); `wisp_resolution_warning` from [wisp()]
+#' (`bootstraps.num`) and [wisp_statistics()] (`boot`) when the bootstrap
+#' has too few replicates for its Holm- or Bonferroni-adjusted percentile
+#' tests to reject anything (the smallest p-value, 2 / (B + 1) for B usable
+#' replicates, times the number of tested effects is not below alpha): it
+#' names B, the replicates needed and how to add them. Silence the design
+#' warning, once read, with
 #' `withCallingHandlers(wisp(...), wisp_design_warning = function(w)
 #' invokeRestart("muffleWarning"))`.
 #'

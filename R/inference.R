@@ -138,23 +138,73 @@ calibration_row <- function(method, animals, component) {
 }
 
 #' Significance marks of adjusted p-values
+#'
+#' A p-value counts as below a threshold only when it is below it by more
+#' than rounding: m x 2 / (R + 1) equal to alpha in exact arithmetic (R =
+#' 2m / alpha - 1 replicates) comes out of floating point a hair above or
+#' below alpha, depending on m, and must not be a star.
 #' @keywords internal
 #' @noRd
 significance_marks <- function(p_adjusted, alpha) {
+  below <- function(threshold) p_adjusted < threshold * (1 - 1e-10)
   ifelse(is.na(p_adjusted), "",
-  ifelse(p_adjusted < alpha / 50, "***",
-  ifelse(p_adjusted < alpha / 5, "**",
-  ifelse(p_adjusted < alpha, "*", "ns"))))
+  ifelse(below(alpha / 50), "***",
+  ifelse(below(alpha / 5), "**",
+  ifelse(below(alpha), "*", "ns"))))
 }
 
 #' The smallest p-value a bootstrap of R replicates can give, and whether
 #' Holm can reject anything with m tests at level alpha
+#'
+#' The smallest percentile p-value is 2 / (R + 1) (bootstrap_p_value()), and
+#' Holm's (or Bonferroni's) adjustment multiplies it by m: something can be
+#' rejected only when 2 m / (R + 1) < alpha, that is R + 1 > 2 m / alpha.
+#' `needed` is the smallest such R (e.g. 800 for m = 20 at alpha = 0.05:
+#' 799 replicates give exactly 0.05, not below it). The comparison allows
+#' for rounding in 2 m / alpha, as significance_marks() does.
 #' @keywords internal
 #' @noRd
 bootstrap_resolution <- function(replicates, tests, alpha) {
   smallest <- 2 / (replicates + 1)
-  list(smallest = smallest, holm_can_reject = smallest * tests < alpha,
-       needed = ceiling(2 * tests / alpha - 1))
+  needed <- floor(2 * tests / alpha * (1 + 1e-10))
+  list(smallest = smallest, holm_can_reject = replicates >= needed, needed = needed)
+}
+
+#' Warn when a bootstrap is too small for its adjusted tests to reject
+#'
+#' The one warning (class `wisp_resolution_warning`) of wisp(bootstraps.num =)
+#' and wisp_statistics(boot =) when the fit's bootstrap statistics cannot
+#' reject anything: it names the usable replicates B, the replicates needed
+#' and how to add the missing ones to the same run.
+#' @param fit A "wisp" object with bootstrap statistics (`fit$stats$resolution`).
+#' @keywords internal
+#' @noRd
+warn_bootstrap_resolution <- function(fit, call = NULL) {
+  s <- fit$stats
+  resolution <- s$resolution
+  if (is.null(resolution) || resolution$holm_can_reject || identical(s$adjustment, "none")) {
+    return(invisible(FALSE))
+  }
+  boot <- fit$bootstrap
+  more <- resolution$needed - s$replicates.used
+  last <- max(boot$replicates)
+  message <- sprintf(paste0(
+    "with B = %d usable bootstrap replicates the smallest p-value is 2/(B + 1) = %.3g, so ",
+    "%s adjustment over %d tested effects can reject nothing at alpha = %g: every effect ",
+    "is \"ns\". It needs at least %d replicates: add %d or more to this run with ",
+    "more <- bs_batch(fit, replicates = %d:%d, seed = %s%s) and ",
+    "fit <- wisp_statistics(fit, boot = more)%s."),
+    as.integer(s$replicates.used), resolution$smallest, s$adjustment, as.integer(s$tests),
+    s$alpha, as.integer(resolution$needed), as.integer(more), as.integer(last + 1),
+    as.integer(last + more), format(boot$seed),
+    if (identical(boot$resample, resample_schemes(fit)[1])) "" else
+      sprintf(", resample = \"%s\"", boot$resample),
+    if (identical(fit_likelihood(fit), "nb")) {
+      ", or use the Wald statistics of the count likelihood (wisp_statistics(fit, method = \"wald\"))"
+    } else "")
+  warning(structure(class = c("wisp_resolution_warning", "warning", "condition"),
+                    list(message = message, call = call)))
+  invisible(TRUE)
 }
 
 # ---------------------------------------------------------------------------
@@ -318,7 +368,8 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
   check_wisp_object(fit)
   check_number(level, "level", lower = 0.5, upper = 0.9999)
   adjustment <- match_choice(adjustment, "adjustment", c("holm", "bonferroni", "none"))
-  if (!is.null(boot)) fit <- attach_replicates(fit, boot)
+  attached <- !is.null(boot)
+  if (attached) fit <- attach_replicates(fit, boot)
   has_replicates <- inherits(fit$bootstrap, "wisp_bootstrap")
   if (is.null(method)) method <- if (has_replicates) "percentile" else "wald"
   method <- match_choice(method, "method", c("wald", "percentile", "centred"))
@@ -394,9 +445,18 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
   fit$stats <- list(parameters = table, method = method, level = level, alpha = alpha,
                     adjustment = adjustment, replicates.used = replicates_used,
                     tests = sum(has_p))
-  if (method != "wald") {
+  if (method == "percentile") {
+    # (The centred p-values can be 0: no floor, no resolution.)
     resolution <- bootstrap_resolution(replicates_used, sum(has_p), alpha)
     fit$stats$resolution <- resolution
+  }
+  if (attached) {
+    # What wisp(bootstraps.num =) gives a fit besides the statistics: the
+    # band of the rate-count figure and the original's fields; and its
+    # warnings, once, when the replicates are attached.
+    fit <- bootstrap_fields(fit)
+    warn_bootstrap_replicates(fit)
+    warn_bootstrap_resolution(fit)
   }
   fit
 }

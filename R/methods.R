@@ -158,9 +158,11 @@ format_seconds <- function(s) {
 #' Print a wisp fit
 #'
 #' A short overview of a fit: the call, the size of the data, the number of
-#' transitions per curve, the fit diagnostics and whether the fit was
-#' bootstrapped (without a bootstrap, a count-likelihood fit says how many of
-#' its Wald tests are significant).
+#' transitions per curve, the fit diagnostics, whether the fit was
+#' bootstrapped and how many of its tests are significant (percentile tests
+#' of the replicates of a bootstrapped fit, saying so when there are too few
+#' replicates for the adjusted tests to reject anything; Wald tests of a
+#' count-likelihood fit without one).
 #'
 #' @param x A `"wisp"` object from [wisp()].
 #' @param ... Unused.
@@ -199,15 +201,31 @@ print.wisp <- function(x, ...) {
               f$code, as.integer(f$num.evals), format_seconds(f$seconds),
               count_noun(as.integer(f$n.params), "parameter"),
               f$neg.loglik))
+  significant <- function(s) sum(s$parameters$significance %in% c("*", "**", "***"))
   if (inherits(x$bootstrap, "wisp_bootstrap")) {
     b <- x$bootstrap
     cat(sprintf("Bootstrapped: %d replicates (%d converged)\n", as.integer(b$R),
                 sum(b$diagnostics$converged %in% TRUE)))
+    s <- x$stats
+    if (!is.null(s$parameters)) {
+      # (Fits saved by wispack 0.1.0 record neither the method nor the tests.)
+      how <- switch(statistics_method(s), wald = "Wald tests",
+                    centred = "The original's centred tests",
+                    sprintf("Percentile tests from %d replicates", as.integer(s$replicates.used)))
+      tests <- if (is.null(s$tests)) sum(!is.na(s$parameters$p.value)) else s$tests
+      short <- !is.null(s$resolution) && !s$resolution$holm_can_reject &&
+        !identical(s$adjustment, "none")
+      cat(sprintf("%s of %d treatment effects: %d significant (%s-adjusted, alpha %g)%s; see summary()\n",
+                  how, as.integer(tests), significant(s), s$adjustment, s$alpha,
+                  if (short) {
+                    sprintf("; too few replicates to reject any (%d needed)",
+                            as.integer(s$resolution$needed))
+                  } else ""))
+    }
   } else if (wisp_has_statistics(x) && identical(x$stats$method, "wald")) {
     s <- x$stats
     cat(sprintf("Not bootstrapped; Wald tests of %d treatment effects: %d significant (%s-adjusted, alpha %g); see summary()\n",
-                as.integer(s$tests), sum(s$parameters$p.value.adj < s$alpha, na.rm = TRUE),
-                s$adjustment, s$alpha))
+                as.integer(s$tests), significant(s), s$adjustment, s$alpha))
   } else {
     cat("Not bootstrapped: refit with wisp(..., bootstraps.num = 1000) for intervals and p-values.\n")
   }
@@ -246,7 +264,10 @@ print.wisp <- function(x, ...) {
 #'   and `small.design`: `NULL`, or, for Wald tests of transition points
 #'   with fewer than 5 animals in some group (where they were
 #'   anti-conservative in the calibration benchmark; see [wisp()]), the
-#'   number of animals in the smallest group, printed as a caution.
+#'   number of animals in the smallest group, printed as a caution, and
+#'   `provenance` (the fit's record of the wispack that made it, `NULL` for
+#'   fits saved before it was recorded), printed as the last line,
+#'   "Made with wispack 0.1.0 (commit abc1234)".
 #' @seealso [coef.wisp()], [confint.wisp()]
 #' @export
 #' @examples
@@ -292,7 +313,8 @@ summary.wisp <- function(object, level = NULL, ...) {
     n.warp = sum(p$role %in% "warp"), nobs = nobs.wisp(object), logLik = logLik.wisp(object),
     structure = structure_summary(object$structure.selection),
     held.effects = object$held.effects,
-    small.design = if (tested) wald_small_design(object) else NULL
+    small.design = if (tested) wald_small_design(object) else NULL,
+    provenance = object$provenance
   ), class = "summary.wisp")
 }
 
@@ -387,6 +409,9 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
       "before reading their stars."), x$small.design, WALD_CALIBRATED_ANIMALS), exdent = 2),
       sep = "\n")
   }
+  made <- provenance_line(x$provenance)
+  cat(if (is.null(made)) "Made with a wispack that did not record its version" else
+    paste("Made with", made), "\n", sep = "")
   invisible(x)
 }
 

@@ -130,8 +130,13 @@ wisp_bootstrap_statistics <- function(result, bootstraps.num, max.fork, use.medi
   attach_bootstrap(result, boot, use.median = use.median, converged.only = converged.only)
 }
 
-#' Attach a bootstrap and its statistics to a fit
+#' Attach a bootstrap and its statistics to a fit (wisp(bootstraps.num =))
 #'
+#' Sets what only wisp() chooses (`converged.only`, `use.median`'s estimates),
+#' then attaches the replicates through wisp_statistics(boot =), which adds
+#' the band and the original's fields and warns (bootstrap_fields(),
+#' warn_bootstrap_replicates(), warn_bootstrap_resolution()), so that the two
+#' ways of bootstrapping a fit give it the same things.
 #' @param result A `"wisp"` object.
 #' @param boot A `"wisp_bootstrap"` of it.
 #' @param alpha Family-wise error rate.
@@ -142,17 +147,6 @@ attach_bootstrap <- function(result, boot, use.median = FALSE, converged.only = 
                              alpha = 0.05, adjustment = "holm") {
   d <- boot$diagnostics
   converged <- d$converged %in% TRUE
-  if (mean(converged) < 0.9) {
-    warning(sprintf("only %d of %d bootstrap replicates converged (%.0f %%)%s", sum(converged),
-                    nrow(d), 100 * mean(converged),
-                    if (converged.only) "; statistics use the converged ones" else ""),
-            call. = FALSE)
-  }
-  if (sum(result$grouping.variables$ran.lvls != "none") == 1L) {
-    warning("there is a single random level (animal): the bootstrap (resample = \"",
-            boot$resample, "\") redraws counts within it, so the intervals reflect ",
-            "variation between cells only, not variation between animals.", call. = FALSE)
-  }
   boot$converged.only <- converged.only
   use <- d$ok & (!converged.only | converged)
   replicates <- boot$t[use, , drop = FALSE]
@@ -172,23 +166,29 @@ attach_bootstrap <- function(result, boot, use.median = FALSE, converged.only = 
     result$count.data.summed$pred.log <- pred_log
     result$count.data.summed$pred <- fit_response(result, pred_log)
   }
-  result$bootstrap <- boot
-  result <- wisp_statistics(result, method = "percentile", level = 1 - alpha,
-                            adjustment = adjustment)
-  resolution <- result$stats$resolution
-  if (!resolution$holm_can_reject && adjustment != "none") {
-    warning(sprintf(paste0(
-      "with %d usable replicates the smallest bootstrap p-value is 2/(R + 1) = %.3g, so ",
-      "%s adjustment over %d tested effects can reject nothing at alpha = %g; use at least %d ",
-      "replicates, or the Wald statistics of the count likelihood (wisp_statistics(fit, ",
-      "method = \"wald\"))."), nrow(replicates), resolution$smallest, adjustment,
-      result$stats$tests, alpha, resolution$needed), call. = FALSE)
+  result$bootstrap <- NULL
+  wisp_statistics(result, method = "percentile", level = 1 - alpha, adjustment = adjustment,
+                  boot = boot)
+}
+
+# What replicates give a fit besides its statistics, from
+# wisp(bootstraps.num =) and wisp_statistics(boot =) alike: the 2.5 % and
+# 97.5 % quantiles of the predicted log rates (`pred.low`, `pred.high` of
+# count.data.summed: the rate-count figure's band) over the replicates the
+# statistics use, and the original's `sample.params.type`,
+# `sample.params.bs` (every replicate, then the estimates as the last row)
+# and `diagnostics.bs`.
+bootstrap_fields <- function(result) {
+  boot <- result$bootstrap
+  d <- boot$diagnostics
+  use <- bootstrap_used_replicates(boot)
+  if (sum(use) >= 2) {
+    bands <- fit_bands(result, boot$t[use, , drop = FALSE], c(0.025, 0.975))
+    result$count.data.summed$pred.low <- bands[[1]]
+    result$count.data.summed$pred.high <- bands[[2]]
   }
-  bands <- fit_bands(result, replicates, c(0.025, 0.975))
-  result$count.data.summed$pred.low <- bands[[1]]
-  result$count.data.summed$pred.high <- bands[[2]]
+  converged <- d$converged %in% TRUE
   result$sample.params.type <- "bs"
-  # The original's layout: replicates, then the estimates as the last row.
   result$sample.params.bs <- rbind(boot$t, estimate = result$fitted.parameters)
   result$diagnostics.bs <- data.frame(
     pen.neg.value = d$pen.neg.value, neg.loglik = d$neg.loglik,
@@ -197,6 +197,29 @@ attach_bootstrap <- function(result, boot, use.median = FALSE, converged.only = 
     num.evals = d$num.evals
   )
   result
+}
+
+# The warnings about the replicates themselves, when they are attached:
+# fewer than 90 % converged, and a single random level (the bootstrap then
+# says nothing about variation between animals).
+warn_bootstrap_replicates <- function(result) {
+  boot <- result$bootstrap
+  d <- boot$diagnostics
+  converged <- d$converged %in% TRUE
+  if (mean(converged) < 0.9) {
+    warning(sprintf("only %d of %d bootstrap replicates converged (%.0f %%)%s", sum(converged),
+                    nrow(d), 100 * mean(converged),
+                    if (!isFALSE(boot$converged.only) && any(converged)) {
+                      "; statistics use the converged ones"
+                    } else ""),
+            call. = FALSE)
+  }
+  if (sum(result$grouping.variables$ran.lvls != "none") == 1L) {
+    warning("there is a single random level (animal): the bootstrap (resample = \"",
+            boot$resample, "\") redraws counts within it, so the intervals reflect ",
+            "variation between cells only, not variation between animals.", call. = FALSE)
+  }
+  invisible(result)
 }
 
 # Expected counts of the rows of fit$count.data.summed from their log rates

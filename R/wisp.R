@@ -338,8 +338,10 @@
 #'   animals, and the animals' groups). With statistics (Wald by default
 #'   under `"nb"`, or from `bootstraps.num` replicates), `stats` (see
 #'   [wisp_statistics()]); with bootstraps, also `bootstrap`,
-#'   `sample.params.bs` and `diagnostics.bs`. Errors are classed conditions:
-#'   see [wisp_conditions].
+#'   `sample.params.bs` and `diagnostics.bs`; and `provenance`, which
+#'   wispack made the fit (`package`, `version`, `commit`: the git commit it
+#'   was built from or `"unknown"`, `r`, `created`; [summary.wisp()] prints
+#'   it). Errors are classed conditions: see [wisp_conditions].
 #' @export
 #' @examples
 #' counts <- wisp_simulate(n.genes = 2, n.bins = 40, seed = 3)
@@ -380,6 +382,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
     result <- wisp_original(prepared, settings, plot.settings, variables, call, max.fork, say,
                             started, degrees, progress$report)
   }
+  result$provenance <- wisp_provenance()
   if (!fit_only && bootstraps.num > 0) {
     result <- wisp_bootstrap_statistics(result, bootstraps.num, max.fork, use.median,
                                         converged.resamples.only, ran.seed, verbose)

@@ -98,3 +98,6 @@ con <- file(makevars, open = "wb")
 writeLines(text, con, sep = "\n")
 close(con)
 message("Wrote ", makevars, ".")
+
+# The git commit of a checkout, for the provenance of fits (inst/COMMIT).
+source(file.path("tools", "commit.R"), local = new.env())

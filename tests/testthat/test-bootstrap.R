@@ -107,10 +107,15 @@ test_that("replicate numbers extend a run: two attached runs are one run", {
     first <- bs_batch(fit, replicates = 1:2, seed = 3)
     second <- bs_batch(fit, replicates = 3:4, seed = 3)
     expect_identical(rbind(first$t, second$t), whole$t, label = label)
-    attached <- wisp_statistics(wisp_statistics(fit, boot = second), boot = first)
+    # (4 replicates are too few for Holm to reject anything: a warning, not
+    # the point here.)
+    few <- function(expr) {
+      withCallingHandlers(expr, wisp_resolution_warning = function(w) invokeRestart("muffleWarning"))
+    }
+    attached <- few(wisp_statistics(few(wisp_statistics(fit, boot = second)), boot = first))
     expect_identical(attached$bootstrap$t, whole$t, label = label)
     expect_identical(attached$bootstrap$replicates, 1:4)
-    expect_equal(attached$stats, wisp_statistics(fit, boot = whole)$stats, label = label)
+    expect_equal(attached$stats, few(wisp_statistics(fit, boot = whole))$stats, label = label)
     expect_error(wisp_statistics(attached, boot = first), class = "wisp_input_error",
                  regexp = "already attached")
     expect_error(wisp_statistics(attached, boot = bs_batch(fit, replicates = 5, seed = 4)),
@@ -293,4 +298,67 @@ test_that("wisp(converged.resamples.only = FALSE) keeps every successful replica
   by_hand <- range(boot$t[, beta])
   row <- every$stats$parameters[every$stats$parameters$parameter == name, ]
   expect_equal(c(row$CI.low, row$CI.high), by_hand)
+})
+
+test_that("wisp_statistics(boot =) warns when Holm can reject nothing, gives the band and prints the tests", {
+  counts <- wisp_simulate(n.genes = 1, n.bins = 30, seed = 3)
+  fit <- without_design_warning(wisp(counts, model.settings = list(LRO_cost = "none"),
+                                     verbose = FALSE))
+  # The tested effects: every treatment effect (the fit holds none at 0).
+  m <- sum(fit$parameters$role == "beta")
+  expect_gt(m, 1)
+  # By hand: B replicates give percentile p-values of at least 2 / (B + 1)
+  # (min(#{x <= 0} + 1, #{x >= 0} + 1) is at least 1), and Holm multiplies
+  # the smallest by m. Something can be rejected at alpha = 0.05 = 1/20 only
+  # when 2 m / (B + 1) < 1/20, i.e. B + 1 > 40 m: at least 40 m replicates
+  # (40 m - 1 give exactly 0.05, which is not below it).
+  needed <- 40L * m
+  boot <- bs_batch(fit, replicates = seq_len(needed - 1L), max.fork = 2, seed = 1)
+  expect_true(all(boot$diagnostics$converged))
+  B <- needed - 1L
+  expect_warning(short <- wisp_statistics(fit, boot = boot), class = "wisp_resolution_warning",
+                 regexp = sprintf("B = %d usable.*at least %d replicates.*replicates = %d:%d, seed = 1",
+                                  B, needed, needed, needed))
+  expect_true(all(short$stats$parameters$significance %in% c("", "ns")))
+  # The band and fields wisp(bootstraps.num =) gives: its run of the same
+  # replicates (seed = ran.seed) is the same bootstrap.
+  d <- short$count.data.summed
+  expect_true(all(c("pred.low", "pred.high") %in% names(d)))
+  population <- d$ran == "none"
+  expect_true(all(d$pred.low[population] <= d$pred.high[population]))
+  booted <- suppressWarnings(wisp(counts, model.settings = list(LRO_cost = "none"),
+                                  bootstraps.num = B, ran.seed = 1, verbose = FALSE))
+  expect_identical(booted$bootstrap$t, boot$t)
+  expect_identical(d[c("pred.low", "pred.high")], booted$count.data.summed[c("pred.low", "pred.high")])
+  expect_identical(short$sample.params.bs, booted$sample.params.bs)
+  expect_identical(short$diagnostics.bs, booted$diagnostics.bs)
+  expect_equal(short$stats, booted$stats)
+  geoms <- function(p) {
+    vapply(ggplot2::ggplot_build(p)$plot$layers, function(l) class(l$geom)[1], "")
+  }
+  expect_false("GeomRibbon" %in% geoms(plot(fit, type = "ratecount")))
+  expect_true("GeomRibbon" %in% geoms(plot(short, type = "ratecount")))
+  expect_identical(nrow(short$sample.params.bs), as.integer(B + 1L))
+  out <- capture.output(print(short))
+  expect_true(any(grepl(sprintf("Percentile tests from %d replicates of %d treatment effects: 0 significant", B, m),
+                        out, fixed = TRUE)))
+  expect_true(any(grepl(sprintf("too few replicates to reject any (%d needed)", needed), out,
+                        fixed = TRUE)))
+
+  # One replicate more, added to the same run: enough, and no warning.
+  more <- bs_batch(fit, replicates = needed, seed = 1)
+  expect_no_warning(enough <- wisp_statistics(short, boot = more))
+  expect_identical(enough$bootstrap$replicates, seq_len(needed))
+  # The significant effects by hand: percentile p-values, Holm, below 0.05.
+  t <- enough$bootstrap$t
+  beta <- fit$parameters$name[fit$parameters$role == "beta"]
+  p <- vapply(beta, function(name) {
+    x <- t[, name]
+    min(1, 2 * min(sum(x <= 0) + 1, sum(x >= 0) + 1) / (needed + 1))
+  }, numeric(1))
+  significant <- sum(p.adjust(p, "holm") < 0.05)
+  out <- capture.output(print(enough))
+  expect_true(any(grepl(sprintf("Percentile tests from %d replicates of %d treatment effects: %d significant",
+                                needed, m, significant), out, fixed = TRUE)))
+  expect_false(any(grepl("too few replicates", out, fixed = TRUE)))
 })

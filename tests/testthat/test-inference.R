@@ -46,7 +46,19 @@ test_that("Holm's resolution says when a bootstrap is too small to reject", {
   expect_equal(r$smallest, 0.01)
   expect_false(r$holm_can_reject) # 20 * 0.01 = 0.2 >= 0.05
   expect_true(wispack:::bootstrap_resolution(999, 20, 0.05)$holm_can_reject)
-  expect_equal(wispack:::bootstrap_resolution(10, 20, 0.05)$needed, 799)
+  # 2 x 20 / (R + 1) < 0.05 needs R + 1 > 800: 799 replicates give exactly
+  # 0.05, which is not below it.
+  expect_equal(wispack:::bootstrap_resolution(10, 20, 0.05)$needed, 800)
+  expect_false(wispack:::bootstrap_resolution(799, 20, 0.05)$holm_can_reject)
+  expect_true(wispack:::bootstrap_resolution(800, 20, 0.05)$holm_can_reject)
+  expect_equal(wispack:::bootstrap_resolution(10, 3, 0.2)$needed, 30) # 6 / (R + 1) < 0.2
+  # At that boundary m x 2 / (R + 1) is alpha in exact arithmetic; floating
+  # point rounds it below 0.05 for some m (7 here), and it must not be a star.
+  adjusted <- p.adjust(rep(2 / (40 * 7), 7), "holm")
+  expect_lt(adjusted[1], 0.05) # the rounding this guards against
+  expect_identical(wispack:::significance_marks(adjusted, 0.05), rep("ns", 7))
+  expect_identical(wispack:::significance_marks(c(0.049, 0.0099, 0.00099), 0.05),
+                   c("*", "**", "***"))
 })
 
 # Genotype (between animals) crossed with hemisphere (within), `animals`

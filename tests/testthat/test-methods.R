@@ -139,8 +139,55 @@ test_that("print.wisp shows the fit and whether it was bootstrapped", {
                                 sum(!is.na(wald$p.value)), sum(wald$p.value.adj < 0.05, na.rm = TRUE)),
                         out, fixed = TRUE)))
   expect_false(any(grepl("bootstraps.num", out, fixed = TRUE)))
-  out <- capture.output(print(methods_booted()))
+  booted <- methods_booted()
+  out <- capture.output(print(booted))
   expect_true(any(grepl("Bootstrapped: 20 replicates", out, fixed = TRUE)))
+  # Its percentile tests too (by hand: p = min(1, 2 min(#{x <= 0} + 1,
+  # #{x >= 0} + 1) / (R + 1)), Holm over the treatment effects), and that
+  # 20 replicates are too few: 2 / 21 x m is not below 0.05.
+  replicates <- used_replicates(booted)
+  beta <- booted$parameters$name[booted$parameters$role == "beta"]
+  p <- vapply(beta, function(name) percentile_p_value(replicates[, name]), numeric(1))
+  expect_true(any(grepl(sprintf("Percentile tests from %d replicates of %d treatment effects: %d significant",
+                                nrow(replicates), length(beta), sum(p.adjust(p, "holm") < 0.05)),
+                        out, fixed = TRUE)))
+  expect_true(any(grepl(sprintf("too few replicates to reject any (%d needed)", 40L * length(beta)),
+                        out, fixed = TRUE)))
+})
+
+test_that("fits and bootstraps record the wispack that made them, and summary() says which", {
+  version <- as.character(utils::packageVersion("wispack"))
+  for (fit in list(methods_fit(), methods_fit_original(), methods_booted())) {
+    label <- fit_label(fit)
+    made <- fit$provenance
+    expect_identical(made$package, "wispack", label = label)
+    expect_identical(made$version, version, label = label)
+    expect_match(made$commit, "^([0-9a-f]{40}(-dirty)?|unknown)$", label = label)
+    expect_identical(made$r, R.version.string, label = label)
+    expect_s3_class(made$created, "POSIXct")
+    short <- if (made$commit == "unknown") "unknown" else
+      paste0(substr(made$commit, 1, 7), if (endsWith(made$commit, "-dirty")) "-dirty")
+    out <- capture.output(print(summary(fit)))
+    expect_identical(out[length(out)],
+                     sprintf("Made with wispack %s (commit %s)", version, short), label = label)
+  }
+  boot <- methods_booted()$bootstrap
+  expect_identical(boot$provenance$version, version)
+  expect_identical(boot$provenance$commit, methods_booted()$provenance$commit)
+  expect_output(print(summary(boot)), sprintf("Run with wispack %s", version), fixed = TRUE)
+  # A fit saved before wispack recorded its provenance still summarises.
+  old <- suppressWarnings(readRDS(test_path("fixtures", "fit-v1.rds")))
+  expect_null(old$provenance)
+  out <- capture.output(print(suppressWarnings(summary(old))))
+  expect_identical(out[length(out)], "Made with a wispack that did not record its version")
+})
+
+test_that("citation(\"wispack\") cites the package at its version", {
+  cited <- utils::citation("wispack")
+  expect_s3_class(cited, "citation")
+  expect_match(format(cited, style = "text"), "wispack", fixed = TRUE)
+  expect_match(format(cited, style = "text"),
+               paste("R package version", utils::packageVersion("wispack")), fixed = TRUE)
 })
 
 test_that("summary.wisp has the fixed-effect table, with Wald statistics for the count likelihood", {
