@@ -40,7 +40,18 @@ control_counts <- c("newton_max_iterations", "max_variance_updates")
 #'   (a whole number >= 1).
 #' @param variance_tolerance The change of the variances below which they
 #'   have settled (a positive number).
-#' @return An object of class `"wisp_control"`: a list of the five
+#' @param trace `TRUE` to keep the trace of the full-data fit's iterations
+#'   in `fit$newton.trace`: one row per Newton iteration of
+#'   each gene (`species`), numbered by run (`run`: one run of Newton steps
+#'   per update of the variances, then the final one) and `iteration` (0 is
+#'   the run's start), with the objective there (`value`), the damping of
+#'   the step taken from there (`lambda`, `NA` on a run's last row), the
+#'   Newton decrement gᵀH⁻¹g (`decrement`), the largest scaled gradient
+#'   entry (`scaled_gradient`, `NA` until the decrement is near its
+#'   tolerance) and the objective evaluations so far (`evaluations`). Within
+#'   a run `value` never increases (a step is taken only when it lowers the
+#'   objective). Bootstrap replicates are never traced.
+#' @return An object of class `"wisp_control"`: a list of the six
 #'   settings, with the names of those given explicitly in its attribute
 #'   `"given"`.
 #' @seealso [wisp()]
@@ -53,11 +64,17 @@ control_counts <- c("newton_max_iterations", "max_variance_updates")
 #'                              control = wisp_control(newton_max_iterations = 1),
 #'                              fit_only = TRUE, verbose = FALSE))
 #' fit$fit.diagnostics[c("converged", "code", "iterations")]
+#' # The iterations of a fit, one row each.
+#' traced <- suppressWarnings(wisp(counts, model.settings = list(LRO_cost = "none"),
+#'                                 control = wisp_control(trace = TRUE),
+#'                                 fit_only = TRUE, verbose = FALSE))
+#' head(traced$newton.trace)
 wisp_control <- function(newton_max_iterations = control_default("newton_max_iterations"),
                          newton_gradient_tolerance = control_default("newton_gradient_tolerance"),
                          newton_decrement_tolerance = control_default("newton_decrement_tolerance"),
                          max_variance_updates = control_default("max_variance_updates"),
-                         variance_tolerance = control_default("variance_tolerance")) {
+                         variance_tolerance = control_default("variance_tolerance"),
+                         trace = control_default("trace")) {
   call <- sys.call()
   given <- as.character(names(as.list(match.call())[-1L]))
   settings <- list(newton_max_iterations = newton_max_iterations,
@@ -80,6 +97,11 @@ wisp_control <- function(newton_max_iterations = control_default("newton_max_ite
     }
     settings[[name]] <- as.double(value)
   }
+  if (!is.logical(trace) || length(trace) != 1L || is.na(trace)) {
+    stop_input("wisp_control(trace =) must be TRUE or FALSE, not ", describe_value(trace), ".",
+               call = call)
+  }
+  settings$trace <- trace
   structure(settings, given = given, class = "wisp_control")
 }
 
@@ -99,7 +121,7 @@ print.wisp_control <- function(x, ...) {
 
 # Checks wisp()'s `control` against the likelihood (`settings`, validated
 # model settings) and the user's own `model.settings`, and returns the
-# entries for the core's settings of the count fit: the five Newton limits
+# entries for the core's settings of the count fit: the Newton limits and trace
 # under "nb", none under "original" (where giving any is an error). Under
 # "nb", `ctol` or `max_evals` in `model.settings` draw a warning: they set
 # the original's L-BFGS fit.

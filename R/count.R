@@ -249,7 +249,7 @@ wisp_count_result <- function(fitted, settings, plot.settings, variables, call) 
   diagnostics <- fit_diagnostics(fitted$diagnostics, length(parameters))
   diagnostics$df <- count_degrees_of_freedom(model$parameters, parameters, fixed_sd,
                                              dispersion_fixed(settings))
-  structure(list(
+  fit <- structure(list(
     model.component.list = c("Rt", "tslope", "tpoint"),
     count.data.summed = count_summed_table(model, psi),
     LRO.grid.search.results = fitted$grid,
@@ -280,6 +280,11 @@ wisp_count_result <- function(fitted, settings, plot.settings, variables, call) 
     plan = fitted$plan,
     call = call
   ), class = c("wisp_nb", "wisp"))
+  # wisp_control(trace = TRUE): every Newton iteration of every gene's fit.
+  if (!is.null(fitted$trace)) {
+    fit$newton.trace <- as.data.frame(fitted$trace, stringsAsFactors = FALSE)
+  }
+  fit
 }
 
 

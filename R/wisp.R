@@ -317,7 +317,8 @@
 #'   `"nb"` `df`, the degrees of freedom of [logLik()]: informed fixed
 #'   effects, estimated standard deviations and dispersions), `degrees`,
 #'   `change.points`, `structure.seconds` (time of the structure step, under
-#'   `"nb"`), `structure.selection` (with `structure = "likelihood"`, one row
+#'   `"nb"`), `newton.trace` (with `control = wisp_control(trace = TRUE)`:
+#'   every Newton iteration of the fit), `structure.selection` (with `structure = "likelihood"`, one row
 #'   per candidate fitted: `context, species, degree, BIC, delta.BIC,
 #'   neg.loglik, n.params, n.obs, converged, chosen, margin` (the curve's
 #'   runner-up's BIC minus the winner's), `fixed` (set by `degrees`),

@@ -5,7 +5,10 @@ test_that("wisp_control() holds the core's defaults and prints them", {
   expect_s3_class(control, "wisp_control")
   defaults <- wispack:::model_rules()$control
   expect_identical(names(control), names(defaults))
-  for (name in names(defaults)) expect_identical(control[[name]], as.double(defaults[[name]]))
+  for (name in setdiff(names(defaults), "trace")) {
+    expect_identical(control[[name]], as.double(defaults[[name]]))
+  }
+  expect_identical(control$trace, FALSE)
   expect_identical(attr(control, "given"), character())
   expect_output(print(control), "newton_max_iterations +200 \\(default\\)")
   set <- wisp_control(newton_max_iterations = 5)
@@ -96,4 +99,42 @@ test_that("the fit's plan keeps its control: bootstrap replicates use it", {
   boot <- bs_batch(short, 2, seed = 1, progress = FALSE)
   expect_true(all(boot$diagnostics$iterations <= 1))
   expect_false(any(boot$diagnostics$converged))
+})
+
+test_that("wisp_control(trace = TRUE) keeps every Newton iteration of the fit", {
+  counts <- small_counts()
+  settings <- list(LRO_cost = "none")
+  plain <- suppressWarnings(wisp(counts, model.settings = settings, fit_only = TRUE,
+                                 verbose = FALSE))
+  traced <- suppressWarnings(wisp(counts, model.settings = settings, fit_only = TRUE,
+                                  control = wisp_control(trace = TRUE), verbose = FALSE))
+  # Tracing observes the fit; it does not change it.
+  expect_identical(traced$fitted.parameters, plain$fitted.parameters)
+  expect_null(plain$newton.trace)
+  trace <- traced$newton.trace
+  expect_named(trace, c("species", "run", "iteration", "value", "lambda", "decrement",
+                        "scaled_gradient", "evaluations"))
+  expect_setequal(unique(trace$species), traced$grouping.variables$species.lvls)
+  for (run in split(trace, list(trace$species, trace$run), drop = TRUE)) {
+    # Iterations count from 0, and a damped Newton step is taken only when
+    # it lowers the objective.
+    expect_identical(run$iteration, seq.int(0L, nrow(run) - 1L))
+    expect_true(all(diff(run$value) <= 0))
+    expect_true(all(diff(run$evaluations) > 0))
+    expect_true(is.na(run$lambda[nrow(run)]))
+  }
+  # The last row of each gene is its estimate: the objective there, evaluated
+  # afresh by the core at the fitted values, is the traced value.
+  for (s in seq_along(traced$grouping.variables$species.lvls)) {
+    gene <- traced$grouping.variables$species.lvls[s]
+    rows <- trace[trace$species == gene, ]
+    last <- rows[rows$run == max(rows$run), ]
+    at <- wispack:::count_objective_rust(traced$plan, s - 1L, NULL)
+    expect_equal(last$value[nrow(last)], at$value, tolerance = 1e-10)
+  }
+  expect_error(wisp_control(trace = NA), class = "wisp_input_error", regexp = "trace")
+  expect_error(suppressWarnings(wisp(counts, model.settings = list(likelihood = "original",
+                                                                    LRO_cost = "none"),
+                                     control = wisp_control(trace = TRUE), verbose = FALSE)),
+               class = "wisp_input_error", regexp = "trace")
 })

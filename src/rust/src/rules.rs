@@ -151,6 +151,7 @@ pub(crate) fn control_defaults() -> Vec<(&'static str, Default)> {
             Default::Whole(MAX_VARIANCE_UPDATES as u64),
         ),
         ("variance_tolerance", Default::Number(VARIANCE_TOLERANCE)),
+        ("trace", Default::Flag(false)),
     ]
 }
 

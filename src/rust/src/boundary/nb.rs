@@ -77,6 +77,11 @@ fn fit_settings(settings: &List) -> RResult<CountFitSettings> {
     if let Some(value) = optional_number(settings, "variance_tolerance")? {
         fit.variance_tolerance = value;
     }
+    if let Some((_, value)) = settings.iter().find(|(key, _)| *key == "trace") {
+        fit.newton.trace = value
+            .as_bool()
+            .ok_or_else(|| Error::input("setting `trace` must be TRUE or FALSE"))?;
+    }
     fit.validate().map_err(Error::input)?;
     Ok(fit)
 }
@@ -356,6 +361,7 @@ fn fit_result(
         .map(|f| f.parameters.clone())
         .unwrap_or_default();
     let change_points = change_point_columns(&plan);
+    let trace = trace_columns(&plan);
     Ok(list!(
         plan = Raw::from_bytes(&saved::encode_plan(&Plan::Count(plan))?),
         parameters = parameters,
@@ -367,8 +373,51 @@ fn fit_result(
         cutoff = cutoff,
         grid = grid.map_or(r!(NULL), Robj::from),
         selection = selection.map_or(r!(NULL), Robj::from),
-        structure_seconds = structure_seconds
+        structure_seconds = structure_seconds,
+        trace = trace
     ))
+}
+
+/// The Newton trace of the full-data fit (`wisp_control(trace = TRUE)`), one
+/// row per iteration of every Newton run of every gene; NULL without rows.
+fn trace_columns(plan: &CountPlan) -> Robj {
+    let design = plan.model.design();
+    let rows: Vec<_> = plan
+        .estimate
+        .species
+        .iter()
+        .flat_map(|fit| {
+            fit.trace
+                .iter()
+                .map(move |(run, row)| (fit.species, *run, row))
+        })
+        .collect();
+    if rows.is_empty() {
+        return r!(NULL);
+    }
+    let column = |f: &dyn Fn(&crate::nb::solver::NewtonIteration) -> f64| {
+        rows.iter().map(|(_, _, row)| f(row)).collect::<Vec<f64>>()
+    };
+    list!(
+        species = rows
+            .iter()
+            .map(|(s, _, _)| design.species()[*s].clone())
+            .collect::<Vec<String>>(),
+        run = rows
+            .iter()
+            .map(|(_, run, _)| *run as i32 + 1)
+            .collect::<Vec<i32>>(),
+        iteration = rows
+            .iter()
+            .map(|(_, _, row)| row.iteration as i32)
+            .collect::<Vec<i32>>(),
+        value = column(&|row| row.value),
+        lambda = column(&|row| row.lambda),
+        decrement = column(&|row| row.decrement),
+        scaled_gradient = column(&|row| row.scaled_gradient),
+        evaluations = column(&|row| row.evaluations as f64)
+    )
+    .into()
 }
 
 /// Every candidate of the structure selection, one row each: its curve's

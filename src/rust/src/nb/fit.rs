@@ -8,7 +8,7 @@ use super::curve::{CurveValues, SLOPE_MAX};
 use super::linalg::BorderedMatrix;
 use super::objective::{Sigma, SpeciesProblem};
 use super::settings::{bounds_for, CountFitSettings, NEAR_FIXED_POINT, SIGMA_START, SIGMA_ZERO};
-use super::solver::{newton, Bounds, NewtonSettings, FLAT_CURVATURE, FLAT_SLOPE};
+use super::solver::{newton, Bounds, NewtonIteration, NewtonSettings, FLAT_CURVATURE, FLAT_SLOPE};
 use super::start::starting_state_with;
 use super::unknowns::SpeciesState;
 use super::variances::{variance_update, VarianceSecant};
@@ -42,6 +42,10 @@ pub(crate) struct SpeciesFit {
     pub curve_informed: Vec<Vec<bool>>,
     pub rho_informed: Vec<bool>,
     pub stop: Option<String>,
+    /// With [`NewtonSettings::trace`]: every Newton run's rows, each with the
+    /// number of the run (0, 1, …: one run per variance update, plus the
+    /// final one). Not saved with a plan.
+    pub trace: Vec<(usize, NewtonIteration)>,
 }
 
 fn free_warps_of(sigma: Sigma) -> [bool; 3] {
@@ -282,6 +286,7 @@ pub(crate) fn fit_species_held(
         state.u = held.to_vec();
     }
     let (mut iterations, mut evaluations, mut updates) = (0, 0, 0);
+    let (mut trace, mut runs) = (Vec::new(), 0);
     if start.is_none() {
         evaluations += warm_up(model, species, &mut state, sigma, settings);
     }
@@ -299,7 +304,13 @@ pub(crate) fn fit_species_held(
     let outcome = loop {
         let bounds = bounds_for(&problem);
         let newton_settings = if settling { &loose } else { &settings.newton };
-        let outcome = newton(&problem, &mut state, sigma, &bounds, newton_settings);
+        let mut outcome = newton(&problem, &mut state, sigma, &bounds, newton_settings);
+        trace.extend(
+            std::mem::take(&mut outcome.trace)
+                .into_iter()
+                .map(|row| (runs, row)),
+        );
+        runs += 1;
         iterations += outcome.iterations;
         evaluations += outcome.evaluations;
         if !estimate_variances || !outcome.converged || updates >= settings.max_variance_updates {
@@ -403,6 +414,7 @@ pub(crate) fn fit_species_held(
         converged,
         scaled_gradient: outcome.scaled_gradient,
         stop,
+        trace,
     })
 }
 

@@ -263,7 +263,7 @@ impl NewtonObjective for SpeciesObjective<'_, '_> {
 
 /// One row of a Newton run's trace ([`NewtonSettings::trace`]): the point
 /// after `iteration` steps.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct NewtonIteration {
     pub iteration: usize,
     /// The objective there.

@@ -328,5 +328,6 @@ fn species_fit(
         curve_informed: wire.curve_informed,
         rho_informed: wire.rho_informed,
         stop: wire.stop,
+        trace: Vec::new(),
     })
 }
