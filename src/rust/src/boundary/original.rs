@@ -1,6 +1,6 @@
 //! R entry points for models: build, describe, predict, bands, rules.
 
-use super::convert::{bins_option, design_from_r, tokens_from_r};
+use super::convert::{bins_option, design_fields, design_from_r, tokens_from_r};
 use super::{index_column, RResult};
 use crate::design::ParameterRole;
 use crate::error::Error;
@@ -209,43 +209,18 @@ fn model_describe_rust(bytes: Raw) -> RResult<List> {
         ("degree", r!(degree)),
         ("dispersion", r!(dispersion)),
     ]);
-    // For each factor, the level every treatment has.
-    let treatment_levels =
-        List::from_values(design.factors().iter().enumerate().map(|(f, factor)| {
-            design
-                .treatments()
-                .iter()
-                .map(|t| factor.levels[t.levels[f]].clone())
-                .collect::<Vec<String>>()
-        }));
-    let weights = List::from_values(
-        (0..design.treatment_count()).map(|predicted| design.weight_row(predicted).to_vec()),
-    );
-    let factor_levels = List::from_values(design.factors().iter().map(|f| f.levels.clone()));
-    let factor_names: Vec<String> = design.factors().iter().map(|f| f.name.clone()).collect();
-    let time_series: Vec<String> = design
-        .factors()
-        .iter()
-        .filter(|f| f.is_time_series)
-        .map(|f| f.name.clone())
-        .collect();
     let ran_levels: Vec<&str> = (0..ran_blocks.count()).map(ran_label).collect();
-    Ok(list!(
-        parameters = parameters,
-        treatments = treatment_names.clone(),
-        factor_names = factor_names,
-        factor_levels = factor_levels,
-        time_series = time_series,
-        treatment_levels = treatment_levels,
-        weights = weights,
-        contexts = design.contexts().to_vec(),
-        species = design.species().to_vec(),
-        ran_levels = ran_levels,
-        bins = table.bins() as i32,
-        curves = curves,
-        summed = summed,
-        inf_warp = model.settings().inf_warp()
-    ))
+    // The design's fields as under "nb", after the parameter table.
+    let mut fields: Vec<(&'static str, Robj)> = vec![("parameters", parameters.into())];
+    fields.extend(design_fields(design));
+    fields.extend([
+        ("ran_levels", r!(ran_levels)),
+        ("bins", r!(table.bins() as i32)),
+        ("curves", curves.into()),
+        ("summed", summed.into()),
+        ("inf_warp", r!(model.settings().inf_warp())),
+    ]);
+    Ok(List::from_pairs(fields))
 }
 
 /// Predicted log rates (`pred.log`) for every summed row.

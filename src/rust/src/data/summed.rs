@@ -1,7 +1,7 @@
 //! The summed-count table (model vignette §4): one row per (ran block, context,
 //! species, treatment, bin), built from token columns in O(tokens + rows).
 
-use crate::design::RanBlocks;
+use crate::design::{Design, RanBlocks};
 
 /// Sizes of the table's nesting levels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -13,6 +13,20 @@ pub(crate) struct TableShape {
     /// Real random-effect levels (the "none" pseudo-level is not counted).
     pub(crate) ran_levels: usize,
     pub(crate) treatments: usize,
+}
+
+impl TableShape {
+    /// The shape of a table of `design`'s data over `bins` bins (either
+    /// likelihood's).
+    pub(crate) fn of_design(design: &Design, bins: usize) -> Self {
+        TableShape {
+            bins,
+            contexts: design.contexts().len(),
+            species: design.species().len(),
+            ran_levels: design.ran_levels().len(),
+            treatments: design.treatment_count(),
+        }
+    }
 }
 
 /// Integer-coded token columns, one entry per token. Indices are 0-based;

@@ -19,13 +19,7 @@ pub(crate) fn build_count_model(
     cells: &[usize],
 ) -> Result<(CountModel, ExposureChoice), String> {
     let treatment = treatment_indices(&design, tokens)?;
-    let shape = TableShape {
-        bins,
-        contexts: design.contexts().len(),
-        species: design.species().len(),
-        ran_levels: design.ran_levels().len(),
-        treatments: design.treatment_count(),
-    };
+    let shape = TableShape::of_design(&design, bins);
     let columns = CountTokens {
         count: &tokens.count,
         bin: &tokens.bin,

@@ -18,13 +18,7 @@ pub(crate) fn build_model(
     tokens: &CodedTokens,
 ) -> Result<Model, String> {
     let treatment = treatment_indices(&design, tokens)?;
-    let shape = TableShape {
-        bins,
-        contexts: design.contexts().len(),
-        species: design.species().len(),
-        ran_levels: design.ran_levels().len(),
-        treatments: design.treatment_count(),
-    };
+    let shape = TableShape::of_design(&design, bins);
     let columns = TokenColumns {
         count: &tokens.count,
         bin: &tokens.bin,
