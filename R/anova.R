@@ -1,6 +1,12 @@
-#' Likelihood-ratio test of nested wisp fits
+#' Likelihood-ratio tests: gene-level tests of one fit, or nested fits
 #'
-#' Tests whether chosen treatment effects are needed: a reduced model, fitted
+#' With one fit, `anova(fit)` gives the gene-level tests of every term of the
+#' design: one row per gene and term, with Benjamini–Hochberg adjusted
+#' p-values across genes (see [wisp_gene_tests()], which it calls with
+#' `terms`, `method` (default `"chisq"`), `bootstraps`, `seed`, `max.fork`
+#' and `verbose`).
+#'
+#' With two fits, it tests whether chosen treatment effects are needed: a reduced model, fitted
 #' with those effects held at 0 (`model.settings = list(trtKO = ...)`),
 #' against the full model, both fitted to the same data with the count
 #' likelihood and the same numbers of transitions. The statistic is
@@ -21,8 +27,11 @@
 #' value; held effects are not tested in the reduced fit's `summary()`. Unlike
 #' the original package's `trtKO`, no data are dropped.
 #'
-#' @param object,... Two `"wisp"` fits with `likelihood = "nb"`, in either
-#'   order: the full model and the reduced model.
+#' @param object,... One `"wisp"` fit with `likelihood = "nb"` (gene-level
+#'   tests), or two, in either order: the full model and the reduced model.
+#' @param terms,method With one fit: passed to [wisp_gene_tests()] (`method`
+#'   `"chisq"` or `"bootstrap"`; default `"chisq"`). Two fits are compared by
+#'   the parametric bootstrap only.
 #' @param bootstraps Number of parametric-bootstrap replicates for the
 #'   p-value (each refits both models).
 #' @param seed Seed of the replicates: replicate b depends only on (fits,
@@ -30,7 +39,8 @@
 #' @param max.fork Number of processes to run the replicates in (forked with
 #'   [parallel::mclapply()] on Unix-alikes; 1 runs them in this session).
 #' @param verbose Report progress in messages.
-#' @return An object of class `c("anova", "data.frame")` with one row per
+#' @return With one fit, a `"wisp_gene_tests"` table (see
+#'   [wisp_gene_tests()]). With two, an object of class `c("anova", "data.frame")` with one row per
 #'   model (reduced first): `npar` (degrees of freedom of [logLik.wisp()]),
 #'   `logLik`, `AIC`, `BIC`, and on the full model's row `LR`, `Df` (the
 #'   difference in `npar`) and `Pr(>LR)` (the bootstrap p-value). The
@@ -47,8 +57,18 @@
 #' reduced <- wisp(counts, model.settings = list(trtKO = "genotype"),
 #'                 degrees = full$degrees, verbose = FALSE)
 #' anova(reduced, full, bootstraps = 19)
-anova.wisp <- function(object, ..., bootstraps = 199L, seed = 1L, max.fork = 1L,
-                       verbose = FALSE) {
+#' anova(full)
+anova.wisp <- function(object, ..., terms = NULL, method = NULL, bootstraps = 199L, seed = 1L,
+                       max.fork = 1L, verbose = FALSE) {
+  if (...length() == 0L) {
+    return(wisp_gene_tests(object, terms = terms, method = method %||% "chisq",
+                           bootstraps = bootstraps, seed = seed, max.fork = max.fork,
+                           verbose = verbose))
+  }
+  if (!is.null(terms) || !is.null(method)) {
+    stop_input("`terms` and `method` are for the gene-level tests of one fit (anova(fit)); ",
+               "two fits are compared by a parametric bootstrap.")
+  }
   fits <- c(list(object), list(...))
   if (length(fits) != 2L || !all(vapply(fits, inherits, TRUE, what = "wisp"))) {
     stop_input("anova() compares exactly two \"wisp\" fits: the reduced and the full model.")
@@ -74,7 +94,9 @@ anova.wisp <- function(object, ..., bootstraps = 199L, seed = 1L, max.fork = 1L,
     nll <- tryCatch(count_lr_replicate_rust(reduced$plan, full$plan, as.double(seed),
                                             as.integer(b)),
                     error = function(e) c(NA_real_, NA_real_))
-    2 * (nll[1] - nll[2])
+    # Per species: the reduced fits' -logLik, then the full fits'.
+    half <- length(nll) / 2
+    2 * (sum(nll[seq_len(half)]) - sum(nll[half + seq_len(half)]))
   }
   if (verbose) {
     message(sprintf("Likelihood-ratio test: %d parametric-bootstrap replicates on %d %s",

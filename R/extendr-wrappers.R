@@ -64,10 +64,22 @@ count_vcov_rust <- function(plan) rust_result(.Call(wrap__count_vcov_rust, plan)
 count_check_nested_rust <- function(reduced, full) rust_result(.Call(wrap__count_check_nested_rust, reduced, full))
 
 #' Replicate `replicate` of the parametric bootstrap of the likelihood-ratio
-#' test of `reduced` against `full`: c(−ℓ reduced, −ℓ full).
+#' test of `reduced` against `full`: per species −ℓ of the reduced fit, then
+#' per species −ℓ of the full fit (2 S values).
 #' @keywords internal
 #' @noRd
 count_lr_replicate_rust <- function(reduced, full, seed, replicate) rust_result(.Call(wrap__count_lr_replicate_rust, reduced, full, seed, replicate))
+
+#' The reduced fit of a gene-level test: `plan` refitted with the effects
+#' `effects` (names of W's columns) held at 0, species on `workers`
+#' processes, each started from its full fit. Returns the reduced `plan`,
+#' its reported `parameters`, per species −ℓ of the `reduced` and the
+#' `full` fit, whether the reduced fit `converged`, and `failure` ("" where
+#' it did not fail; a failed species keeps NA). `progress(done, total)` is
+#' told each species as it ends.
+#' @keywords internal
+#' @noRd
+count_term_fit_rust <- function(plan, effects, workers, progress) rust_result(.Call(wrap__count_term_fit_rust, plan, effects, workers, progress))
 
 #' One species' objective J (at the fitted standard deviations) and its
 #' gradient at `x` in the optimiser's coordinates (NULL: the estimate),

@@ -190,11 +190,12 @@ warn_bootstrap_resolution <- function(fit, call = NULL) {
   last <- max(boot$replicates)
   message <- sprintf(paste0(
     "with B = %d usable bootstrap replicates the smallest p-value is 2/(B + 1) = %.3g, so ",
-    "%s adjustment over %d tested effects can reject nothing at alpha = %g: every effect ",
+    "%s adjustment over a gene's %d tested effects can reject nothing at alpha = %g: every effect ",
     "is \"ns\". It needs at least %d replicates: add %d or more to this run with ",
     "more <- bs_batch(fit, replicates = %d:%d, seed = %s%s) and ",
     "fit <- wisp_statistics(fit, boot = more)%s."),
-    as.integer(s$replicates.used), resolution$smallest, s$adjustment, as.integer(s$tests),
+    as.integer(s$replicates.used), resolution$smallest, s$adjustment,
+    as.integer(s$family.size %||% s$tests),
     s$alpha, as.integer(resolution$needed), as.integer(more), as.integer(last + 1),
     as.integer(last + more), format(boot$seed),
     if (identical(boot$resample, resample_schemes(fit)[1])) "" else
@@ -344,8 +345,11 @@ satterthwaite_df <- function(variance, within, between_df) {
 #'   which is never 0.
 #'
 #' For the Wald and percentile methods, an unadjusted p-value is below alpha exactly when the
-#' unadjusted interval excludes 0. One family is every tested effect (the
-#' treatment effects) of the fit.
+#' unadjusted interval excludes 0. The adjustment's family is each gene: the
+#' tested effects (the treatment effects) of one gene in every context. For
+#' "does this term change the gene?", with the false-discovery rate
+#' controlled across genes, use the gene-level tests of `anova(fit)`
+#' ([wisp_gene_tests()]).
 #'
 #' @param fit A `"wisp"` object.
 #' @param method `"wald"`, `"percentile"` or `"centred"`; the default is `"percentile"`
@@ -433,8 +437,17 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
   lower[held] <- NA_real_
   upper[held] <- NA_real_
   has_p <- !is.na(p_value)
+  # One family per gene: a panel of hundreds of genes would otherwise call
+  # nothing (Holm over every effect of the fit). Gene-level questions are
+  # answered, with the FDR controlled across genes, by anova(fit).
+  # The original's centred statistics keep its family, every effect of the fit.
   p_adjusted <- rep(NA_real_, length(p_value))
-  if (any(has_p)) p_adjusted[has_p] <- stats::p.adjust(p_value[has_p], method = adjustment)
+  family <- if (method == "centred") rep("fit", nrow(p)) else p$species
+  for (gene in unique(family[has_p])) {
+    members <- which(has_p & family == gene)
+    p_adjusted[members] <- stats::p.adjust(p_value[members], method = adjustment)
+  }
+  family_size <- if (any(has_p)) max(table(family[has_p])) else 0L
   table <- data.frame(
     parameter = p$name, estimate = estimates, std.error = unname(se), df = df,
     CI.low = lower, CI.high = upper, p.value = p_value, p.value.adj = p_adjusted,
@@ -444,10 +457,11 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
   rownames(table) <- NULL
   fit$stats <- list(parameters = table, method = method, level = level, alpha = alpha,
                     adjustment = adjustment, replicates.used = replicates_used,
-                    tests = sum(has_p))
+                    tests = sum(has_p), family = if (method == "centred") "fit" else "gene",
+                    family.size = family_size)
   if (method == "percentile") {
     # (The centred p-values can be 0: no floor, no resolution.)
-    resolution <- bootstrap_resolution(replicates_used, sum(has_p), alpha)
+    resolution <- bootstrap_resolution(replicates_used, family_size, alpha)
     fit$stats$resolution <- resolution
   }
   if (attached) {

@@ -215,7 +215,7 @@ print.wisp <- function(x, ...) {
       tests <- if (is.null(s$tests)) sum(!is.na(s$parameters$p.value)) else s$tests
       short <- !is.null(s$resolution) && !s$resolution$holm_can_reject &&
         !identical(s$adjustment, "none")
-      cat(sprintf("%s of %d treatment effects: %d significant (%s-adjusted, alpha %g)%s; see summary()\n",
+      cat(sprintf("%s of %d treatment effects: %d significant (%s-adjusted within each gene, alpha %g)%s; see summary()\n",
                   how, as.integer(tests), significant(s), s$adjustment, s$alpha,
                   if (short) {
                     sprintf("; too few replicates to reject any (%d needed)",
@@ -224,7 +224,7 @@ print.wisp <- function(x, ...) {
     }
   } else if (wisp_has_statistics(x) && identical(x$stats$method, "wald")) {
     s <- x$stats
-    cat(sprintf("Not bootstrapped; Wald tests of %d treatment effects: %d significant (%s-adjusted, alpha %g); see summary()\n",
+    cat(sprintf("Not bootstrapped; Wald tests of %d treatment effects: %d significant (%s-adjusted within each gene, alpha %g); see summary()\n",
                 as.integer(s$tests), significant(s), s$adjustment, s$alpha))
   } else {
     cat("Not bootstrapped: refit with wisp(..., bootstraps.num = 1000) for intervals and p-values.\n")

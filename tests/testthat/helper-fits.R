@@ -41,3 +41,12 @@ saved_and_reloaded <- function(x) {
   saveRDS(x, path)
   readRDS(path)
 }
+
+# Holm's adjustment within each gene (the family of wisp_statistics()), by
+# stats::p.adjust on each gene's p-values: `p` named by parameter.
+holm_by_gene <- function(fit, p, method = "holm") {
+  gene <- fit$parameters$species[match(names(p), fit$parameters$name)]
+  adjusted <- p
+  for (g in unique(gene)) adjusted[gene == g] <- stats::p.adjust(p[gene == g], method)
+  adjusted
+}

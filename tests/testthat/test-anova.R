@@ -124,7 +124,7 @@ test_that("anova() and trtKO refuse what they cannot do, saying why", {
   expect_error(wisp(counts, model.settings = list(trtKO = "KO", likelihood = "original"),
                     verbose = FALSE),
                class = "wisp_input_error", regexp = "needs the count likelihood")
-  expect_error(anova(full), regexp = "exactly two")
+  expect_error(anova(full, full, full), regexp = "exactly two")
   expect_error(anova(full, full), regexp = "and more")
   other <- wisp(anova_counts(3), model.settings = list(trtKO = "KO"), verbose = FALSE)
   expect_error(anova(other, full), regexp = "not nested")

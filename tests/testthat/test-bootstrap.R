@@ -238,12 +238,17 @@ test_that("large simulated effects come out significant and zero effects mostly 
   expect_identical(nrow(fit$sample.params.bs), 61L)
 })
 
-test_that("Holm-adjusted p-values of a fit match p.adjust", {
+test_that("Holm-adjusted p-values of a fit match p.adjust within each gene", {
   fit <- suppressWarnings(wisp(small_counts(), bootstraps.num = 20, ran.seed = 2,
                                model.settings = list(LRO_cost = "none"), verbose = FALSE))
-  tested <- !is.na(fit$stats$parameters$p.value)
-  expect_equal(fit$stats$parameters$p.value.adj[tested],
-               p.adjust(fit$stats$parameters$p.value[tested], "holm"))
+  s <- fit$stats$parameters
+  tested <- !is.na(s$p.value)
+  p <- stats::setNames(s$p.value[tested], s$parameter[tested])
+  expect_gt(length(unique(fit$parameters$species[match(names(p), fit$parameters$name)])), 1)
+  expect_equal(s$p.value.adj[tested], unname(holm_by_gene(fit, p)))
+  expect_identical(fit$stats$family, "gene")
+  # Not Holm over every effect of the fit (which would be larger).
+  expect_false(isTRUE(all.equal(s$p.value.adj[tested], p.adjust(s$p.value[tested], "holm"))))
 })
 
 test_that("under resample = \"animals\" the replicates' random effects are NaN, the rest is not", {
@@ -356,7 +361,7 @@ test_that("wisp_statistics(boot =) warns when Holm can reject nothing, gives the
     x <- t[, name]
     min(1, 2 * min(sum(x <= 0) + 1, sum(x >= 0) + 1) / (needed + 1))
   }, numeric(1))
-  significant <- sum(p.adjust(p, "holm") < 0.05)
+  significant <- sum(holm_by_gene(fit, p) < 0.05)
   out <- capture.output(print(enough))
   expect_true(any(grepl(sprintf("Percentile tests from %d replicates of %d treatment effects: %d significant",
                                 needed, m, significant), out, fixed = TRUE)))

@@ -3,11 +3,15 @@
 //! and the objective at a point (for tests of the optimum).
 
 use super::nb::count_plan;
-use super::RResult;
+use super::{pool_options, user_interrupt_pending, RResult, Relay};
+use crate::bootstrap::Plan;
 use crate::error::Error;
 use crate::nb::covariance::covariance;
 use crate::nb::objective::SpeciesProblem;
+use crate::nb::pipeline::summarise;
 use crate::nb::replicate;
+use crate::nb::terms;
+use crate::saved;
 use extendr_api::prelude::*;
 
 /// The Wald covariance of the reported fixed effects and dispersions, one
@@ -44,7 +48,8 @@ fn count_check_nested_rust(reduced: Raw, full: Raw) -> RResult<bool> {
 }
 
 /// Replicate `replicate` of the parametric bootstrap of the likelihood-ratio
-/// test of `reduced` against `full`: c(−ℓ reduced, −ℓ full).
+/// test of `reduced` against `full`: per species −ℓ of the reduced fit, then
+/// per species −ℓ of the full fit (2 S values).
 /// @keywords internal
 /// @noRd
 #[extendr]
@@ -60,7 +65,93 @@ fn count_lr_replicate_rust(
     let (r, f) =
         replicate::likelihood_ratio_replicate(&reduced, &full, super::seed_value(seed)?, replicate)
             .map_err(Error::input)?;
-    Ok(vec![r, f])
+    Ok(r.into_iter().chain(f).collect())
+}
+
+/// The reduced fit of a gene-level test: `plan` refitted with the effects
+/// `effects` (names of W's columns) held at 0, species on `workers`
+/// processes, each started from its full fit. Returns the reduced `plan`,
+/// its reported `parameters`, per species −ℓ of the `reduced` and the
+/// `full` fit, whether the reduced fit `converged`, and `failure` ("" where
+/// it did not fail; a failed species keeps NA). `progress(done, total)` is
+/// told each species as it ends.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn count_term_fit_rust(
+    plan: Raw,
+    effects: Vec<String>,
+    workers: i32,
+    progress: Robj,
+) -> RResult<List> {
+    let relay = Relay::new(progress);
+    let result = term_fit(&relay, &plan, &effects, workers);
+    relay.result(result)
+}
+
+fn term_fit(relay: &Relay, plan: &Raw, effects: &[String], workers: i32) -> RResult<List> {
+    let full = count_plan(plan)?;
+    let held = full
+        .model
+        .design()
+        .effects_named(effects)
+        .map_err(Error::input)?;
+    let options = pool_options(workers, 1, "rolling", f64::INFINITY, None, Some(true))?;
+    let interrupted = || relay.jumped() || user_interrupt_pending();
+    let term = terms::fit_with_held(&full, &held, &options, interrupted, |done, total| {
+        relay.call(pairlist!(done as f64, total as f64))
+    })?;
+    let summary = summarise(&term.plan.model, &term.plan.estimate).map_err(Error::input)?;
+    let failed = |s: usize| term.failures[s].is_some();
+    let reduced_nll: Vec<f64> = term
+        .plan
+        .estimate
+        .species
+        .iter()
+        .enumerate()
+        .map(|(s, f)| {
+            if failed(s) {
+                f64::NAN
+            } else {
+                f.negative_log_likelihood
+            }
+        })
+        .collect();
+    let full_nll: Vec<f64> = full
+        .estimate
+        .species
+        .iter()
+        .map(|f| f.negative_log_likelihood)
+        .collect();
+    let converged: Vec<bool> = term
+        .plan
+        .estimate
+        .species
+        .iter()
+        .enumerate()
+        .map(|(s, f)| !failed(s) && f.converged)
+        .collect();
+    let failure: Vec<String> = term
+        .failures
+        .iter()
+        .map(|f| f.clone().unwrap_or_default())
+        .collect();
+    let stop: Vec<String> = term
+        .plan
+        .estimate
+        .species
+        .iter()
+        .map(|f| f.stop.clone().unwrap_or_default())
+        .collect();
+    Ok(list!(
+        plan = Raw::from_bytes(&saved::encode_plan(&Plan::Count(term.plan))?),
+        parameters = summary.parameters,
+        reduced = reduced_nll,
+        full = full_nll,
+        converged = converged,
+        failure = failure,
+        stop = stop
+    ))
 }
 
 /// One species' objective J (at the fitted standard deviations) and its
@@ -127,5 +218,6 @@ extendr_module! {
     fn count_vcov_rust;
     fn count_check_nested_rust;
     fn count_lr_replicate_rust;
+    fn count_term_fit_rust;
     fn count_objective_rust;
 }

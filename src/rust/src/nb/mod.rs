@@ -23,7 +23,8 @@
 //! - [`pipeline`]: every species of a model fitted, and the plan a fit keeps;
 //!   [`degrees`] with [`select`]: how many transitions each curve has;
 //! - [`replicate`] with [`redraw`]: bootstrap and likelihood-ratio
-//!   replicates; [`predict`]: curves at any bin.
+//!   replicates; [`predict`]: curves at any bin; [`terms`]: the reduced
+//!   fits of gene-level tests.
 //!
 //! Loops here run over indices on purpose: they follow the sums of the model
 //! vignette, index several arrays with the same subscript, and often use the
@@ -50,6 +51,7 @@ pub(crate) mod settings;
 pub(crate) mod solver;
 pub(crate) mod start;
 pub(crate) mod table;
+pub(crate) mod terms;
 pub(crate) mod unknowns;
 pub(crate) mod variances;
 

@@ -88,10 +88,21 @@ impl<'m> SpeciesProblem<'m> {
     /// point of a transition whose step is tiny), instead of leaving it
     /// anywhere on a flat ridge. All three are negligible where the counts
     /// inform the unknown.
+    ///
+    /// A reduced model whose held effects tie its T treatments' curves into
+    /// T − h distinct ones (a whole factor held) would count each distinct
+    /// curve's slope and step priors several times, and so be pulled harder
+    /// than the same model written as data without the factor: its
+    /// likelihood-ratio statistic would be inflated. Those priors' precision
+    /// is scaled by (T − h) / T, which makes the two the same model.
     pub fn with_priors(mut self, priors: Priors) -> Self {
         let used = |sd: f64| (sd.is_finite() && sd > 0.0).then_some(sd);
-        self.slope_prior_sd = used(priors.slope_sd);
-        self.step_prior_sd = used(priors.step_sd);
+        let treatments = self.layout.treatments.max(1);
+        let held = self.model.held_effects().len().min(treatments - 1);
+        let curve_share = (treatments - held) as f64 / treatments as f64;
+        let per_distinct_curve = |sd: Option<f64>| sd.map(|sd| sd / curve_share.sqrt());
+        self.slope_prior_sd = per_distinct_curve(used(priors.slope_sd));
+        self.step_prior_sd = per_distinct_curve(used(priors.step_sd));
         self.effect_prior = used(priors.effect_sd).and_then(|sd| {
             let treatments = self.layout.treatments;
             if treatments < 2 {

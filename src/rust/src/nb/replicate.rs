@@ -39,13 +39,14 @@ pub(crate) fn run_replicate(
 /// 2r of `seed`), fitted by the reduced model from its estimate and by the
 /// `full` model from that replicate's reduced fit (feasible for the full
 /// model, so its likelihood is at least as high but for the priors).
-/// Returns −ℓ of the reduced and of the full fit.
+/// Returns, per species, −ℓ of the reduced and of the full fit (species
+/// are independent, so each gene's pair is that gene's replicate).
 pub(crate) fn likelihood_ratio_replicate(
     reduced: &CountPlan,
     full: &CountPlan,
     seed: u64,
     replicate: usize,
-) -> Result<(f64, f64), String> {
+) -> Result<(Vec<f64>, Vec<f64>), String> {
     crate::streams::check_replicate_number(replicate)?;
     check_nested(reduced, full)?;
     let mut model = reduced.model.clone();
@@ -75,7 +76,7 @@ pub(crate) fn likelihood_ratio_replicate(
             .species
             .iter()
             .map(|f| f.negative_log_likelihood)
-            .sum::<f64>()
+            .collect::<Vec<f64>>()
     };
     Ok((nll(&reduced_fit), nll(&full_fit)))
 }

@@ -1,0 +1,292 @@
+# Gene-level tests (model vignette §15.4): does a term (a fixed-effect
+# factor with all its interactions, or one interaction on its own) change a
+# gene anywhere along the axis, in any context? One reduced fit per term
+# holds the term's effects at 0 in every context of every gene; species are
+# independent, so that one refit gives each gene its own reduced fit, and
+# LR = 2 (logLik(full) - logLik(reduced)) per gene, on the Laplace marginal
+# likelihood with the random-effect variances estimated the same way in
+# both fits (the REML-type Laplace criterion of the fit).
+
+# The terms of a fit's design: each factor (its main effect and every
+# interaction that involves it) and each interaction on its own. A list of
+# list(term, factors, effects), effects naming W's columns (treatments).
+design_terms <- function(fit) {
+  factors <- fit$fix$names
+  reference <- fit$fix$ref.lvl
+  treatments <- fit$treatment$names
+  if (!length(factors) || length(treatments) < 2L) return(list())
+  # The factors at a non-reference level in each treatment.
+  off <- lapply(fit$treatment$components, function(levels) {
+    factors[!is.na(levels) & levels != reference[factors]]
+  })
+  held <- if (length(fit$held.effects)) fit$held.effects else character()
+  term <- function(name, factors, effects) {
+    effects <- setdiff(effects, held)
+    if (length(effects)) list(term = name, factors = factors, effects = effects)
+  }
+  mains <- lapply(factors, function(f) {
+    term(f, f, treatments[vapply(off, function(o) f %in% o, TRUE)])
+  })
+  sets <- unique(Filter(function(o) length(o) >= 2L, off))
+  interactions <- lapply(sets, function(set) {
+    term(paste(set, collapse = ":"), set,
+         treatments[vapply(off, function(o) setequal(o, set), TRUE)])
+  })
+  Filter(Negate(is.null), c(mains, interactions))
+}
+
+# Per gene, the number of informed effects a term holds: the fixed effects
+# (rows of the parameter table) of the term's treatments that the full fit
+# estimates. The degrees of freedom of the chi-square reference.
+term_degrees <- function(fit, effects) {
+  p <- fit$parameters
+  estimates <- unname(fit$fitted.parameters)
+  rows <- p$role %in% "beta" & p$treatment %in% effects & is.finite(estimates) &
+    !held_rows(p)
+  genes <- fit$grouping.variables$species.lvls
+  as.integer(table(factor(p$species[rows], levels = genes)))
+}
+
+# Gene-level effect sizes of a term, from the full fit's population curves:
+# `log.fc`, the log fold change of the gene's total expected count per cell
+# (summed over bins and contexts), and `shift`, the largest change of a
+# transition point in bins. For a factor f, each treatment t at a
+# non-reference level of f is compared with t at f's reference level; for an
+# interaction of the factors S, the contrast is the interaction's: the sum
+# over subsets A of S of (-1)^|S \ A| times the value at t with the factors
+# outside A at their reference levels. The largest in absolute value across
+# treatments (and, for shifts, contexts and points) is reported, signed.
+term_effect_sizes <- function(fit, term) {
+  genes <- fit$grouping.variables$species.lvls
+  contexts <- fit$grouping.variables$context.lvls
+  treatments <- fit$treatment$names
+  components <- fit$treatment$components
+  reference <- fit$fix$ref.lvl
+  # The treatment with the levels of t but those of `to_reference` at reference.
+  treatment_at <- function(t, to_reference) {
+    levels <- components[[match(t, treatments)]]
+    levels[to_reference] <- reference[to_reference]
+    hit <- which(vapply(components, function(l) identical(unname(l), unname(levels)), TRUE))
+    if (length(hit)) treatments[hit[1]] else NA_character_
+  }
+  # Signed terms of the contrast of treatment t: list(treatment, sign).
+  contrast_of <- function(t) {
+    set <- term$factors
+    subsets <- unlist(lapply(0:length(set), function(k) utils::combn(set, k, simplify = FALSE)),
+                      recursive = FALSE)
+    lapply(subsets, function(a) {
+      list(treatment = treatment_at(t, setdiff(set, a)),
+           sign = (-1)^(length(set) - length(a)))
+    })
+  }
+  contrasts <- lapply(term$effects, contrast_of)
+  bins <- as.double(seq_len(max(1L, fit$settings$max_bin %||% 0L, max(fit$count.data.summed$bin))))
+  grid <- expand.grid(bin = bins, treatment = treatments, context = contexts,
+                      species = genes, stringsAsFactors = FALSE)
+  grid$ran <- "none"
+  rate <- rate_at(curve_values(fit, grid, fit$fitted.parameters)[, 1], fit_likelihood(fit))
+  total <- tapply(rate, list(factor(grid$species, genes), factor(grid$treatment, treatments)),
+                  sum)
+  log_total <- log(pmax(total, .Machine$double.xmin))
+  largest <- function(values) {
+    values <- values[is.finite(values)]
+    if (length(values)) values[which.max(abs(values))] else NA_real_
+  }
+  log_fc <- vapply(genes, function(g) {
+    largest(vapply(contrasts, function(parts) {
+      sum(vapply(parts, function(x) x$sign * log_total[g, x$treatment], 0))
+    }, 0))
+  }, 0)
+  # fit$change.points: each curve's transition points (bins) per treatment.
+  points <- fit$change.points
+  shift <- vapply(genes, function(g) {
+    rows <- points[points$species == g, , drop = FALSE]
+    if (!nrow(rows)) return(NA_real_)
+    keys <- unique(rows[c("context", "transition")])
+    largest(unlist(lapply(seq_len(nrow(keys)), function(k) {
+      at <- rows[rows$context == keys$context[k] & rows$transition == keys$transition[k], ,
+                 drop = FALSE]
+      vapply(contrasts, function(parts) {
+        sum(vapply(parts, function(x) {
+          x$sign * at$bin[match(x$treatment, at$treatment)]
+        }, 0))
+      }, 0)
+    })))
+  }, 0)
+  list(log.fc = unname(log_fc), shift = unname(shift))
+}
+
+#' Gene-level tests of a fit's terms
+#'
+#' For every gene and every term of the design, a likelihood-ratio test of
+#' "the term changes this gene nowhere along the axis, in no context": the
+#' fit against a reduced fit with the term's effects held at 0 in every
+#' context of the gene. A term is a fixed-effect factor with all its
+#' interactions (`genotype`: the genotype's main effect and, in a genotype ×
+#' hemisphere design, the genotype:hemisphere interaction) or one
+#' interaction on its own (`genotype:hemisphere`).
+#'
+#' One reduced fit per term refits every gene, each started from its full
+#' fit (genes are independent in the model, so this is each gene's own
+#' reduced fit); the numbers of transitions are the full fit's. The
+#' statistic is LR = 2 (logLik(full) − logLik(reduced)) per gene, on the
+#' Laplace marginal likelihood that [logLik.wisp()] reports, with the
+#' random-effect standard deviations estimated in both fits by the same
+#' REML-type Laplace criterion. Its p-value is from the chi-square
+#' distribution on `df`, the number of the gene's effects the term holds that
+#' the full fit estimates (`method = "chisq"`, the default: continuous, fast,
+#' and fine for BH across thousands of rows), or from a parametric bootstrap
+#' per gene (`method = "bootstrap"`: counts drawn from the reduced fit, both
+#' models refitted, p = (1 + #{LR* ≥ LR}) / (B + 1); opt-in, B refits of
+#' every gene per term). How well the chi-square reference holds on designs
+#' like real experiments is measured in `benchmarks/lrt_calibration.R`
+#' (see `vignette("inference", package = "wispack")`).
+#'
+#' `p.adj` is the Benjamini–Hochberg adjustment across the genes of each
+#' term: calling genes with `p.adj < 0.05` controls the false-discovery rate
+#' per term at 5 %, as DESeq2 does per contrast. Calls of several terms add
+#' up: their union is not controlled at 5 %.
+#'
+#' Effect sizes come from the full fit's population curves: `log.fc`, the
+#' log fold change (natural log) of the gene's expected count per cell
+#' summed over the bins and contexts, and `shift`, the largest change of a
+#' transition point, in bins. For a factor, each treatment at a non-reference
+#' level is compared with the same treatment at the factor's reference level
+#' (KO:right with right); for an interaction, the interaction contrast
+#' (difference of differences) is used; the largest in absolute value is
+#' reported, with its sign.
+#'
+#' @param object A `"wisp"` fit with `likelihood = "nb"`.
+#' @param terms Names of the terms to test (default: every term of the design).
+#' @param method `"chisq"` or `"bootstrap"`.
+#' @param bootstraps Replicates per term under `method = "bootstrap"`.
+#' @param seed Seed of the bootstrap replicates.
+#' @param max.fork Processes for the reduced fits (and replicates).
+#' @param verbose Report progress in messages.
+#' @return A `c("wisp_gene_tests", "data.frame")`, one row per gene and term:
+#'   `gene`, `term`, `df`, `statistic` (LR), `p.value`, `method`, `p.adj`,
+#'   `log.fc`, `shift`, `converged` (whether the reduced fit converged; a
+#'   gene whose reduced fit failed has NA statistics and its reason in
+#'   `note`), and `note`.
+#' @seealso [anova.wisp()], which with two fits compares nested models.
+#' @export
+#' @examples
+#' counts <- wisp_simulate(n.genes = 3, n.bins = 30, seed = 2,
+#'                         fixed.effects = list(genotype = c("WT", "KO")))
+#' fit <- wisp(counts, verbose = FALSE)
+#' wisp_gene_tests(fit)
+wisp_gene_tests <- function(object, terms = NULL, method = c("chisq", "bootstrap"),
+                            bootstraps = 199L, seed = 1L, max.fork = 1L, verbose = FALSE) {
+  fit <- object
+  check_wisp_object(fit)
+  require_likelihood(fit, paste0(
+    "gene-level tests need the count likelihood (likelihood = \"nb\"): the ",
+    "original's objective is not a likelihood."), call = sys.call())
+  method <- match_choice(method, "method", c("chisq", "bootstrap"))
+  check_whole_number(bootstraps, "bootstraps", lower = 1)
+  check_whole_number(seed, "seed")
+  check_whole_number(max.fork, "max.fork", lower = 1)
+  check_flag(verbose, "verbose")
+  available <- design_terms(fit)
+  names(available) <- vapply(available, `[[`, "", "term")
+  if (!length(available)) {
+    stop_input("the fit has no fixed-effect terms to test: its design has one treatment",
+               if (length(fit$held.effects)) " besides the effects it holds at 0" else "", ".")
+  }
+  if (is.null(terms)) terms <- names(available)
+  if (!is.character(terms) || !length(terms) || anyNA(terms)) {
+    stop_input("`terms` must name terms of the design: ", quoted_names(names(available)), ".")
+  }
+  unknown <- setdiff(terms, names(available))
+  if (length(unknown)) {
+    stop_input("`terms` ", quoted_names(unknown), " ", if (length(unknown) > 1) "are" else "is",
+               " not a term of this design; its terms are ", quoted_names(names(available)), ".")
+  }
+  genes <- fit$grouping.variables$species.lvls
+  tables <- lapply(available[terms], function(term) {
+    if (verbose) {
+      message(sprintf("Gene-level test of %s: reduced fits of %s.", term$term,
+                      count_noun(length(genes), "gene")))
+    }
+    reduced <- count_term_fit_rust(fit$plan, term$effects, as.integer(max.fork), NULL)
+    statistic <- pmax(2 * (reduced$reduced - reduced$full), 0)
+    df <- term_degrees(fit, term$effects)
+    failed <- nzchar(reduced$failure)
+    statistic[failed | df == 0L] <- NA_real_
+    p_value <- if (method == "chisq") {
+      stats::pchisq(statistic, df, lower.tail = FALSE)
+    } else {
+      gene_bootstrap_p(fit$plan, reduced$plan, statistic, bootstraps, seed, max.fork)
+    }
+    note <- ifelse(failed, paste("the reduced fit failed:", reduced$failure),
+                   ifelse(df == 0L, "the fit estimates none of the term's effects",
+                          ifelse(!reduced$converged, paste("the reduced fit did not converge:",
+                                                           reduced$stop), "")))
+    sizes <- term_effect_sizes(fit, term)
+    data.frame(gene = genes, term = term$term, df = df, statistic = statistic,
+               p.value = p_value, method = method,
+               p.adj = stats::p.adjust(p_value, method = "BH"),
+               log.fc = sizes$log.fc, shift = sizes$shift,
+               converged = reduced$converged & !failed, note = note,
+               stringsAsFactors = FALSE)
+  })
+  table <- do.call(rbind, unname(tables))
+  rownames(table) <- NULL
+  structure(table, class = c("wisp_gene_tests", "data.frame"),
+            method = method, bootstraps = if (method == "bootstrap") bootstraps)
+}
+
+quoted_names <- function(x) paste0("\"", x, "\"", collapse = ", ")
+
+# Per-gene parametric-bootstrap p-values of a term: each replicate draws a
+# whole data set from the reduced fit and refits both models; a gene's
+# replicate statistic is its own pair of likelihoods (genes are independent).
+gene_bootstrap_p <- function(full_plan, reduced_plan, statistic, bootstraps, seed, max.fork) {
+  genes <- length(statistic)
+  replicate_statistic <- function(b) {
+    nll <- tryCatch(count_lr_replicate_rust(reduced_plan, full_plan, as.double(seed),
+                                            as.integer(b)),
+                    error = function(e) rep(NA_real_, 2L * genes))
+    2 * (nll[seq_len(genes)] - nll[genes + seq_len(genes)])
+  }
+  replicates <- seq_len(bootstraps)
+  draws <- if (max.fork > 1L && .Platform$OS.type == "unix") {
+    parallel::mclapply(replicates, replicate_statistic, mc.cores = max.fork,
+                       mc.set.seed = FALSE)
+  } else {
+    lapply(replicates, replicate_statistic)
+  }
+  draws <- matrix(unlist(draws), nrow = genes)
+  vapply(seq_len(genes), function(g) {
+    used <- draws[g, !is.na(draws[g, ])]
+    if (is.na(statistic[g]) || !length(used)) return(NA_real_)
+    (1 + sum(used >= statistic[g])) / (length(used) + 1)
+  }, 0)
+}
+
+#' @export
+print.wisp_gene_tests <- function(x, digits = 3, n = 20L, ...) {
+  method <- attr(x, "method")
+  cat("Gene-level tests: does the term change the gene anywhere along the axis?\n")
+  cat(sprintf("p-values: %s; p.adj: Benjamini-Hochberg across the genes of each term.\n",
+              if (identical(method, "bootstrap")) {
+                paste0("parametric bootstrap, ", attr(x, "bootstraps"), " replicates")
+              } else {
+                "likelihood ratio against chi-square on df"
+              }))
+  for (term in unique(x$term)) {
+    rows <- x[x$term == term, , drop = FALSE]
+    called <- sum(rows$p.adj < 0.05, na.rm = TRUE)
+    cat(sprintf("%s: %s of %s called at FDR 0.05\n", term, called,
+                count_noun(nrow(rows), "gene")))
+  }
+  shown <- as.data.frame(unclass(x))[order(x$p.value), , drop = FALSE]
+  shown$note <- NULL
+  if (all(shown$converged)) shown$converged <- NULL
+  rownames(shown) <- NULL
+  print(utils::head(shown, n), digits = digits, ...)
+  if (nrow(x) > n) cat(sprintf("... %d more rows\n", nrow(x) - n))
+  notes <- x$note[nzchar(x$note)]
+  if (length(notes)) cat(sprintf("Note: %s\n", utils::head(unique(notes), 3)), sep = "")
+  invisible(x)
+}

@@ -1,0 +1,150 @@
+# Calibration of the gene-level tests of anova(fit) (wisp_gene_tests()) on
+# simulated experiments, including designs the package was not tuned on:
+#   base        the calibration benchmark's design (calibration_design.R:
+#               animals nested in genotype, hemisphere within animal, one
+#               transition, log-rate steps 0.8-1.5);
+#   small_steps log-rate steps of 0.4-0.8 between blocks: weakly placed
+#               transitions, where the Wald tests of points were worst;
+#   two_points  two transitions per curve;
+#   unequal     unequal groups: KO has `animals`, WT twice as many.
+# Each data set has 8 genes: genes 1-6 without any treatment effect (every
+# term is a true null for them), genes 7-8 with effects on every rate,
+# slope and point of every term. wisp() runs with its defaults (it chooses
+# the numbers of transitions), then anova(fit). Also recorded: the
+# gene-level screen a user could build from the default Wald table, the
+# smallest Bonferroni-adjusted p-value of a gene's effects of the term.
+#
+# The panel mode simulates panels of 100 genes, 30 of them changed (with
+# effects of every term), for the Benjamini-Hochberg false-discovery rate.
+#
+# Usage (repository root, wispack installed):
+#   Rscript benchmarks/gene_tests.R quick   # 8 data sets per design and size
+#   Rscript benchmarks/gene_tests.R full    # 40
+#   Rscript benchmarks/gene_tests.R panel   # 10 panels of 100 genes, 5 animals
+# Resumable (benchmarks/out/gene_tests/<mode>/); writes
+# benchmarks/results/gene_tests.csv (rates with Monte Carlo SEs; the
+# per-test rows stay in benchmarks/out/) and prints a Markdown table.
+
+args <- commandArgs(trailingOnly = TRUE)
+mode <- if (length(args)) args[1] else "quick"
+stopifnot(mode %in% c("quick", "full", "panel"))
+suppressPackageStartupMessages(library(wispack))
+alpha <- 0.05
+workers <- as.integer(Sys.getenv("WISPACK_BENCH_WORKERS", "2"))
+dir <- file.path("benchmarks", "out", "gene_tests", mode)
+dir.create(dir, recursive = TRUE, showWarnings = FALSE)
+commit <- tryCatch(system("git rev-parse --short HEAD", intern = TRUE), error = function(e) NA)
+
+designs <- c("base", "small_steps", "two_points", "unequal")
+config <- list(quick = list(datasets = 8L, animals = c(3L, 5L, 8L), genes = 8L, changed = 2L),
+               full = list(datasets = 40L, animals = c(3L, 5L, 8L), genes = 8L, changed = 2L),
+               panel = list(datasets = 10L, animals = 5L, genes = 100L, changed = 30L))[[mode]]
+if (mode == "panel") designs <- "base"
+
+simulate_design <- function(design_name, animals, k) {
+  per_group <- if (design_name == "unequal") c(animals, 2L * animals) else animals
+  design <- wisp_design(between = list(genotype = c("KO", "WT")),
+                        within = list(hemisphere = c("left", "right")),
+                        animals.per.group = per_group)
+  genes <- config$genes
+  effect_prob <- c(rep(0, genes - config$changed), rep(1, config$changed))
+  seed <- 1e6 * match(design_name, designs) + 1e4 * animals + k
+  wisp_simulate(design = design, n.genes = genes, n.bins = 40, cells.per.bin = 4,
+                degrees = if (design_name == "two_points") 2L else 1L,
+                rate.step = if (design_name == "small_steps") c(0.4, 0.8) else c(0.8, 1.5),
+                effect.prob = effect_prob, seed = seed)
+}
+
+# The smallest Bonferroni-adjusted Wald p-value of the gene's effects of a
+# term (effects whose treatment is among the term's), per gene.
+wald_screen <- function(fit, term_effects) {
+  s <- fit$stats$parameters
+  p <- fit$parameters[match(s$parameter, fit$parameters$name), ]
+  vapply(fit$grouping.variables$species.lvls, function(g) {
+    rows <- p$species %in% g & p$treatment %in% term_effects & !is.na(s$p.value)
+    if (!any(rows)) return(NA_real_)
+    min(1, min(s$p.value[rows]) * sum(rows))
+  }, 0)
+}
+
+one_dataset <- function(design_name, animals, k) {
+  data <- simulate_design(design_name, animals, k)
+  started <- proc.time()
+  fit <- suppressWarnings(wisp(data, verbose = FALSE, max.fork = workers))
+  fit_seconds <- (proc.time() - started)[["elapsed"]]
+  started <- proc.time()
+  tests <- as.data.frame(unclass(anova(fit, max.fork = workers)))
+  test_seconds <- (proc.time() - started)[["elapsed"]]
+  terms <- wispack:::design_terms(fit)
+  names(terms) <- vapply(terms, `[[`, "", "term")
+  tests$wald.screen <- NA_real_
+  for (term in names(terms)) {
+    rows <- tests$term == term
+    tests$wald.screen[rows] <- wald_screen(fit, terms[[term]]$effects)[tests$gene[rows]]
+  }
+  changed <- paste0("gene", seq(config$genes - config$changed + 1, config$genes))
+  tests$null <- !tests$gene %in% changed
+  tests$design <- design_name
+  tests$animals <- animals
+  tests$dataset <- k
+  tests$fit.seconds <- fit_seconds
+  tests$test.seconds <- test_seconds
+  tests
+}
+
+started <- Sys.time()
+for (k in seq_len(config$datasets)) {
+  for (design_name in designs) {
+    for (animals in config$animals) {
+      path <- file.path(dir, sprintf("%s_a%d_k%03d.rds", design_name, animals, k))
+      if (file.exists(path)) next
+      message(format(Sys.time(), "[%H:%M:%S] "), design_name, ", ", animals,
+              " animals per group, data set ", k, "/", config$datasets)
+      saveRDS(one_dataset(design_name, animals, k), path)
+    }
+  }
+}
+message("elapsed: ", format(round(difftime(Sys.time(), started, units = "mins"), 1)))
+
+rows <- do.call(rbind, lapply(list.files(dir, "\\.rds$", full.names = TRUE), readRDS))
+rate <- function(x) {
+  x <- x[!is.na(x)]
+  c(rate = mean(x), se = sqrt(mean(x) * (1 - mean(x)) / max(length(x), 1)), n = length(x))
+}
+# The false-discovery proportion of BH calls of one data set and term.
+fdp <- function(r) {
+  called <- !is.na(r$p.adj) & r$p.adj < alpha
+  if (!any(called)) 0 else mean(r$null[called])
+}
+keys <- unique(rows[c("design", "animals", "term")])
+table <- do.call(rbind, lapply(seq_len(nrow(keys)), function(i) {
+  key <- keys[i, ]
+  r <- rows[rows$design == key$design & rows$animals == key$animals & rows$term == key$term, ]
+  size <- rate(r$p.value[r$null] < alpha)
+  power <- rate(r$p.value[!r$null] < alpha)
+  screen <- rate(r$wald.screen[r$null] < alpha)
+  fdps <- vapply(split(r, r$dataset), fdp, 0)
+  data.frame(mode = mode, design = key$design, animals = key$animals, term = key$term,
+             datasets = length(unique(r$dataset)), null.tests = size[["n"]],
+             fpr = size[["rate"]], fpr.se = size[["se"]],
+             power = power[["rate"]], power.se = power[["se"]],
+             wald.screen.fpr = screen[["rate"]], wald.screen.se = screen[["se"]],
+             bh.fdr = mean(fdps), bh.fdr.se = stats::sd(fdps) / sqrt(length(fdps)),
+             median.test.seconds = stats::median(r$test.seconds),
+             median.fit.seconds = stats::median(r$fit.seconds),
+             commit = commit, engine = "fork", stringsAsFactors = FALSE)
+}))
+table <- table[order(table$design, table$term, table$animals), ]
+out <- file.path("benchmarks", "results", "gene_tests.csv")
+old <- if (file.exists(out)) utils::read.csv(out, stringsAsFactors = FALSE) else NULL
+if (!is.null(old)) old <- old[old$mode != mode, , drop = FALSE]
+utils::write.csv(rbind(old, table), out, row.names = FALSE)
+fmt <- function(x, se) sprintf("%.3f (%.3f)", x, se)
+cat("| design | animals | term | null tests | FPR (SE) | power (SE) | Wald screen FPR (SE) | BH FDR (SE) |\n")
+cat("|---|---|---|---|---|---|---|---|\n")
+for (i in seq_len(nrow(table))) {
+  t <- table[i, ]
+  cat(sprintf("| %s | %d | %s | %d | %s | %s | %s | %s |\n", t$design, t$animals, t$term,
+              t$null.tests, fmt(t$fpr, t$fpr.se), fmt(t$power, t$power.se),
+              fmt(t$wald.screen.fpr, t$wald.screen.se), fmt(t$bh.fdr, t$bh.fdr.se)))
+}

@@ -1,0 +1,124 @@
+# Gene-level tests of anova(fit) / wisp_gene_tests(): the reduced fits hold
+# a term's effects at 0 in every context of each gene.
+
+nested_design <- function(animals = 3L) {
+  wisp_design(between = list(genotype = c("WT", "KO")),
+              within = list(hemisphere = c("left", "right")), animals.per.group = animals)
+}
+
+test_that("the terms of a design are each factor with its interactions, and each interaction", {
+  counts <- wisp_simulate(design = nested_design(), n.genes = 2, n.bins = 30, seed = 4)
+  fit <- without_design_warning(wisp(counts, verbose = FALSE))
+  terms <- wispack:::design_terms(fit)
+  by_name <- stats::setNames(lapply(terms, `[[`, "effects"), vapply(terms, `[[`, "", "term"))
+  # Treatments: WT:left (reference), KO, right, KO:right.
+  expect_identical(by_name, list(genotype = c("KO", "KO:right"),
+                                 hemisphere = c("right", "KO:right"),
+                                 `genotype:hemisphere` = "KO:right"))
+})
+
+test_that("a gene's LR equals the likelihood ratio of two fits made without the holding code", {
+  # Genotype varies between animals only, so the data without the genotype
+  # column are the same summed table: that fit is the reduced model written
+  # as data. Its LR against the full fit must be anova()'s statistic, with
+  # df the number of genotype effects (main and interaction) on 4 unknowns
+  # of a 1-transition curve. The random-effect SDs are fixed (the same in
+  # every fit) so that the two reduced fits solve the same problem; they
+  # start from different places, so they agree to the optimiser's
+  # tolerance, not bit for bit. (Before the held model's curve priors
+  # counted each distinct curve once, they differed by up to 1.4.)
+  design <- nested_design()
+  for (case in list(list(seed = 1, effect = 0), list(seed = 3, effect = 0),
+                    list(seed = 1, effect = 1))) {
+    counts <- wisp_simulate(design = design, n.genes = 1, n.bins = 30, seed = case$seed,
+                            degrees = 1L, effect.prob = case$effect)
+    settings <- list(random_sd = c(0.1, 0.05, 0.05))
+    full <- without_design_warning(wisp(counts, model.settings = settings, verbose = FALSE))
+    tests <- anova(full, terms = "genotype")
+    without <- counts
+    without$genotype <- NULL
+    reduced <- without_design_warning(wisp(without, model.settings = settings, verbose = FALSE,
+                                           degrees = full$degrees))
+    by_two_fits <- 2 * (as.numeric(logLik(full)) - as.numeric(logLik(reduced)))
+    label <- sprintf("seed %d, effects %d", case$seed, case$effect)
+    expect_lt(abs(tests$statistic - by_two_fits), 0.01, label = label)
+    expect_identical(tests$df, 8L, label = label)
+    expect_identical(tests$df, as.integer(attr(logLik(full), "df") - attr(logLik(reduced), "df")),
+                     label = label)
+    expect_equal(tests$p.value, stats::pchisq(tests$statistic, 8, lower.tail = FALSE))
+    if (case$effect == 1) expect_lt(tests$p.value, 1e-6) else expect_gt(tests$p.value, 1e-3)
+    # With the SDs estimated, the reduced fit started from the full one is
+    # at least as good as the one from scratch (its LR no larger), and close.
+    full <- without_design_warning(wisp(counts, verbose = FALSE))
+    reduced <- without_design_warning(wisp(without, verbose = FALSE, degrees = full$degrees))
+    by_two_fits <- 2 * (as.numeric(logLik(full)) - as.numeric(logLik(reduced)))
+    statistic <- anova(full, terms = "genotype")$statistic
+    expect_lt(statistic, by_two_fits + 0.01, label = label)
+    expect_gt(statistic, by_two_fits - 0.5, label = label)
+  }
+})
+
+test_that("p.adj is Benjamini-Hochberg across the genes of each term", {
+  counts <- wisp_simulate(design = nested_design(), n.genes = 5, n.bins = 30, seed = 8,
+                          degrees = 1L, effect.prob = c(0, 0, 1, 0, 1))
+  fit <- without_design_warning(wisp(counts, verbose = FALSE, max.fork = 2))
+  tests <- anova(fit)
+  expect_s3_class(tests, "wisp_gene_tests")
+  expect_identical(nrow(tests), 15L)
+  expect_identical(names(tests)[1:7],
+                   c("gene", "term", "df", "statistic", "p.value", "method", "p.adj"))
+  for (term in unique(tests$term)) {
+    rows <- tests$term == term
+    expect_identical(tests$gene[rows], paste0("gene", 1:5))
+    expect_equal(tests$p.adj[rows], stats::p.adjust(tests$p.value[rows], method = "BH"))
+  }
+  # The changed genes are found with p-values far below what BH needs.
+  genotype <- tests[tests$term == "genotype", ]
+  expect_true(all(genotype$p.value[c(3, 5)] < 1e-6))
+  # One fork per gene gives the same reduced fits as one process.
+  expect_identical(anova(fit, max.fork = 1)$statistic, tests$statistic)
+  out <- capture.output(print(tests))
+  expect_true(any(grepl("genotype: [0-9] of 5 genes called at FDR 0.05", out)))
+})
+
+test_that("the gene-level effect sizes are the curves' contrasts, by hand", {
+  counts <- wisp_simulate(design = nested_design(), n.genes = 2, n.bins = 30, seed = 6,
+                          degrees = 1L, effect.prob = 1)
+  fit <- without_design_warning(wisp(counts, verbose = FALSE))
+  tests <- anova(fit, terms = c("genotype", "genotype:hemisphere"))
+  # By hand from predict(): the population rate per treatment summed over bins.
+  grid <- expand.grid(bin = 1:30, treatment = fit$treatment$names, species = c("gene1", "gene2"),
+                      context = "context1", ran = "none", stringsAsFactors = FALSE)
+  grid$rate <- predict(fit, newdata = grid, type = "response")
+  total <- tapply(grid$rate, list(grid$species, grid$treatment), sum)
+  for (g in c("gene1", "gene2")) {
+    lfc <- log(total[g, c("KO", "KO:right")]) - log(total[g, c("WT:left", "right")])
+    expected <- lfc[which.max(abs(lfc))]
+    expect_equal(tests$log.fc[tests$term == "genotype" & tests$gene == g], unname(expected),
+                 tolerance = 1e-6)
+    interaction <- log(total[g, "KO:right"]) - log(total[g, "right"]) -
+      log(total[g, "KO"]) + log(total[g, "WT:left"])
+    expect_equal(tests$log.fc[tests$term == "genotype:hemisphere" & tests$gene == g],
+                 unname(interaction), tolerance = 1e-6)
+    points <- fit$change.points[fit$change.points$species == g, ]
+    at <- function(t) points$bin[points$treatment == t]
+    shifts <- c(at("KO") - at("WT:left"), at("KO:right") - at("right"))
+    expect_equal(tests$shift[tests$term == "genotype" & tests$gene == g],
+                 shifts[which.max(abs(shifts))])
+  }
+})
+
+test_that("the bootstrap reference is per gene, never 0, and bad terms are named", {
+  counts <- wisp_simulate(design = nested_design(), n.genes = 2, n.bins = 30, seed = 2,
+                          degrees = 1L, effect.prob = c(0, 1))
+  fit <- without_design_warning(wisp(counts, verbose = FALSE))
+  boot <- anova(fit, terms = "genotype", method = "bootstrap", bootstraps = 9, seed = 3)
+  expect_identical(boot$method, rep("bootstrap", 2))
+  expect_true(all(boot$p.value >= 1 / 10 & boot$p.value <= 1))
+  # The changed gene's LR is beyond every replicate's: p = 1 / (B + 1).
+  expect_identical(boot$p.value[2], 1 / 10)
+  expect_identical(boot$statistic, anova(fit, terms = "genotype")$statistic)
+  expect_error(anova(fit, terms = "genotpye"), class = "wisp_input_error",
+               regexp = "\"genotpye\" is not a term of this design; its terms are \"genotype\"")
+  expect_error(anova(fit, fit, terms = "genotype"), class = "wisp_input_error")
+})
