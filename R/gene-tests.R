@@ -236,6 +236,32 @@ wisp_gene_tests <- function(object, terms = NULL, method = c("chisq", "bootstrap
             method = method, bootstraps = if (method == "bootstrap") bootstraps)
 }
 
+# The gene-level tests wisp() computes with its default statistics: every
+# term of a count fit's design (NULL without terms). A failure leaves the
+# fit without them, saying why, rather than losing the fit.
+default_gene_tests <- function(fit, max.fork, say = function(...) NULL) {
+  if (!identical(fit_likelihood(fit), "nb") || !length(design_terms(fit))) return(NULL)
+  started <- proc.time()[["elapsed"]]
+  tests <- tryCatch(wisp_gene_tests(fit, max.fork = max.fork), error = function(e) {
+    say("Gene-level tests failed (", conditionMessage(e), "); anova(fit) runs them again.")
+    NULL
+  })
+  if (!is.null(tests)) {
+    say(sprintf("Gene-level tests: %s in %s.", count_noun(nrow(tests), "gene x term test"),
+                format_seconds(proc.time()[["elapsed"]] - started)))
+  }
+  tests
+}
+
+# "genotype: 3 of 10 genes called at FDR 0.05" per term of gene-level tests.
+gene_call_lines <- function(tests) {
+  vapply(unique(tests$term), function(term) {
+    rows <- tests[tests$term == term, , drop = FALSE]
+    sprintf("%s: %d of %s called at FDR 0.05", term, sum(rows$p.adj < 0.05, na.rm = TRUE),
+            count_noun(nrow(rows), "gene"))
+  }, "", USE.NAMES = FALSE)
+}
+
 quoted_names <- function(x) paste0("\"", x, "\"", collapse = ", ")
 
 # Per-gene parametric-bootstrap p-values of a term: each replicate draws a
@@ -274,12 +300,7 @@ print.wisp_gene_tests <- function(x, digits = 3, n = 20L, ...) {
               } else {
                 "likelihood ratio against chi-square on df"
               }))
-  for (term in unique(x$term)) {
-    rows <- x[x$term == term, , drop = FALSE]
-    called <- sum(rows$p.adj < 0.05, na.rm = TRUE)
-    cat(sprintf("%s: %s of %s called at FDR 0.05\n", term, called,
-                count_noun(nrow(rows), "gene")))
-  }
+  cat(gene_call_lines(x), sep = "\n")
   shown <- as.data.frame(unclass(x))[order(x$p.value), , drop = FALSE]
   shown$note <- NULL
   if (all(shown$converged)) shown$converged <- NULL
@@ -289,4 +310,38 @@ print.wisp_gene_tests <- function(x, digits = 3, n = 20L, ...) {
   notes <- x$note[nzchar(x$note)]
   if (length(notes)) cat(sprintf("Note: %s\n", utils::head(unique(notes), 3)), sep = "")
   invisible(x)
+}
+
+# plot(fit, type = "genes"): one tile per gene (rows, ordered by their
+# smallest adjusted p-value) and term (columns), filled by the gene-level
+# log fold change on a diverging scale symmetric about 0, with a dot where
+# the gene is called (p.adj < 0.05).
+gene_test_plot <- function(fit, species, opts) {
+  tests <- fit$gene.tests
+  if (is.null(tests)) {
+    if (!identical(fit_likelihood(fit), "nb") || !length(design_terms(fit))) {
+      stop_input("plot(type = \"genes\") needs gene-level tests: a count fit (likelihood = ",
+                 "\"nb\") with fixed effects.", call = NULL)
+    }
+    tests <- wisp_gene_tests(fit)
+  }
+  tests <- as.data.frame(unclass(tests))
+  tests <- tests[tests$gene %in% species, , drop = FALSE]
+  best <- tapply(tests$p.adj, tests$gene, function(p) suppressWarnings(min(p, na.rm = TRUE)))
+  tests$gene <- factor(tests$gene, levels = rev(names(sort(best, na.last = TRUE))))
+  tests$term <- factor(tests$term, levels = unique(tests$term))
+  tests$called <- !is.na(tests$p.adj) & tests$p.adj < 0.05
+  limit <- max(abs(tests$log.fc), 0.1, na.rm = TRUE)
+  ggplot2::ggplot(tests, ggplot2::aes(x = .data$term, y = .data$gene)) +
+    ggplot2::geom_tile(ggplot2::aes(fill = .data$log.fc), colour = "white", linewidth = 0.6) +
+    ggplot2::geom_point(data = tests[tests$called, , drop = FALSE], size = 1.8,
+                        colour = "black") +
+    ggplot2::scale_fill_distiller(palette = "RdBu", limits = c(-limit, limit), direction = -1,
+                                  na.value = "grey85",
+                                  name = "log fold change\nof the total") +
+    ggplot2::labs(x = "term", y = NULL,
+                  title = "Gene-level tests: does the term change the gene?",
+                  subtitle = "dot: called at FDR 0.05 (Benjamini-Hochberg across genes per term)") +
+    wisp_theme(fit, opts, legend = "right") +
+    ggplot2::theme(panel.grid = ggplot2::element_blank())
 }

@@ -226,6 +226,10 @@ print.wisp <- function(x, ...) {
     s <- x$stats
     cat(sprintf("Not bootstrapped; Wald tests of %d treatment effects: %d significant (%s-adjusted within each gene, alpha %g); see summary()\n",
                 as.integer(s$tests), significant(s), s$adjustment, s$alpha))
+    if (!is.null(x$gene.tests)) {
+      cat("Gene-level tests (anova(fit)): ", paste(gene_call_lines(x$gene.tests), collapse = "; "),
+          "\n", sep = "")
+    }
   } else {
     cat("Not bootstrapped: refit with wisp(..., bootstraps.num = 1000) for intervals and p-values.\n")
   }
@@ -313,6 +317,8 @@ summary.wisp <- function(object, level = NULL, ...) {
     n.warp = sum(p$role %in% "warp"), nobs = nobs.wisp(object), logLik = logLik.wisp(object),
     structure = structure_summary(object$structure.selection),
     held.effects = object$held.effects,
+    gene.tests = object$gene.tests,
+    genes = length(object$grouping.variables$species.lvls),
     small.design = if (tested) wald_small_design(object) else NULL,
     provenance = object$provenance
   ), class = "summary.wisp")
@@ -360,6 +366,9 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
     cat(sprintf("log-likelihood %.2f (df = %d, nobs = %d); penalised -log-likelihood %.2f\n",
                 as.numeric(x$logLik), as.integer(f$n.params), as.integer(x$nobs), f$pen.neg.value))
   }
+  # A panel's first question is gene-level: with many genes, that table leads.
+  many_genes <- isTRUE(x$genes > 10L) && !is.null(x$gene.tests)
+  if (many_genes) print_gene_tests_summary(x$gene.tests, digits, max.rows)
   cat(sprintf("%s, %s, %s in all\n", count_noun(nrow(x$coefficients), "fixed-effect parameter"),
               count_noun(as.integer(x$n.warp), "random effect"),
               count_noun(sum(x$degrees), "transition")))
@@ -385,7 +394,7 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
     } else {
       sprintf("bootstrap: %s; percentile intervals", count_noun(as.integer(x$replicates), "replicate"))
     }
-    cat("", strwrap(sprintf("Fixed effects (%s; %g %% intervals; %s-adjusted p-values at alpha = %g):",
+    cat("", strwrap(sprintf("Fixed effects (%s; %g %% intervals; %s-adjusted p-values within each gene at alpha = %g):",
                             how, 100 * x$level, x$adjustment, x$alpha),
                     exdent = 2), "", sep = "\n")
   } else {
@@ -408,6 +417,9 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
       "(vignette(\"inference\")): bootstrap them (bs_batch(resample = \"parametric\")) ",
       "before reading their stars."), x$small.design, WALD_CALIBRATED_ANIMALS), exdent = 2),
       sep = "\n")
+  }
+  if (!many_genes && !is.null(x$gene.tests)) {
+    print_gene_tests_summary(x$gene.tests, digits, max.rows)
   }
   made <- provenance_line(x$provenance)
   cat(if (is.null(made)) "Made with a wispack that did not record its version" else
@@ -560,6 +572,24 @@ structure_summary <- function(selection) {
                stringsAsFactors = FALSE)
   })
   do.call(rbind, rows)
+}
+
+# The gene-level tests in a summary: the calls per term, then the rows
+# (smallest p first).
+print_gene_tests_summary <- function(tests, digits, max.rows) {
+  cat("", strwrap(paste0("Gene-level tests (anova(fit): does the term change the gene anywhere? ",
+                         "LR against chi-square; BH across genes per term):"), exdent = 2),
+      sep = "\n")
+  cat(paste0("  ", gene_call_lines(tests)), sep = "\n")
+  shown <- as.data.frame(unclass(tests))[order(tests$p.value), c("gene", "term", "df",
+                                                                  "statistic", "p.value",
+                                                                  "p.adj", "log.fc", "shift")]
+  rownames(shown) <- NULL
+  print(utils::head(shown, max.rows), digits = digits)
+  if (nrow(shown) > max.rows) {
+    cat(sprintf("... %d more rows: see fit$gene.tests\n", nrow(shown) - max.rows))
+  }
+  cat("\n")
 }
 
 print_structure_summary <- function(structure) {

@@ -74,7 +74,10 @@ utils::globalVariables(c(".data", "ndensity"))
 #'
 #' @param x A `"wisp"` object from [wisp()].
 #' @param type The figure: `"ratecount"`, `"timeseries"`, `"parameters"`,
-#'   `"effects"`, `"distributions"`, `"decomposition"` or `"residuals"`.
+#'   `"effects"`, `"distributions"`, `"decomposition"`, `"residuals"` or
+#'   `"genes"` (the gene-level tests: one tile per gene and term, coloured
+#'   by the log fold change of the gene's total expected count, outlined
+#'   and marked with a dot where the gene is called at FDR 0.05).
 #' @param species,contexts Genes and contexts to show (default: all; for
 #'   `"decomposition"` the first of each).
 #' @param log.scale Draw rates on the log(rate + 1) scale.
@@ -133,9 +136,10 @@ utils::globalVariables(c(".data", "ndensity"))
 #' plot(fit, type = "parameters")
 #' plot(fit, type = "decomposition", species = "gene2")
 #' plot(fit, type = "residuals")
+#' plot(fit, type = "genes")
 #' }
 plot.wisp <- function(x, type = c("ratecount", "timeseries", "parameters", "effects",
-                                  "distributions", "decomposition", "residuals"),
+                                  "distributions", "decomposition", "residuals", "genes"),
                       species = NULL, contexts = NULL, log.scale = NULL, counts = TRUE,
                       samples = TRUE, ci = TRUE, change.points = TRUE, animals = NULL,
                       dim.bounds = NULL, y.lim = NULL, CI_style = NULL,
@@ -184,12 +188,13 @@ plot.wisp <- function(x, type = c("ratecount", "timeseries", "parameters", "effe
     },
     distributions = distribution_plot(x, species, contexts, opts),
     decomposition = decomposition_plot(x, species, contexts, opts, call),
-    residuals = residual_plot(x, species, contexts)
+    residuals = residual_plot(x, species, contexts),
+    genes = gene_test_plot(x, species, opts)
   )
 }
 
 plot_types <- c("ratecount", "timeseries", "parameters", "effects", "distributions",
-                "decomposition", "residuals")
+                "decomposition", "residuals", "genes")
 
 `%||%` <- function(a, b) if (is.null(a)) b else a
 

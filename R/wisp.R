@@ -338,7 +338,9 @@
 #'   has `exposure`, `random.sd` and `design` (which factors vary between
 #'   animals, and the animals' groups). With statistics (Wald by default
 #'   under `"nb"`, or from `bootstraps.num` replicates), `stats` (see
-#'   [wisp_statistics()]); with bootstraps, also `bootstrap`,
+#'   [wisp_statistics()]) and, under `"nb"` with fixed effects, `gene.tests`:
+#'   the gene-level tests of every term ([wisp_gene_tests()], as
+#'   `anova(fit)` gives them; one reduced fit per term); with bootstraps, also `bootstrap`,
 #'   `sample.params.bs` and `diagnostics.bs`; and `provenance`, which
 #'   wispack made the fit (`package`, `version`, `commit`: the git commit it
 #'   was built from or `"unknown"`, `r`, `created`; [summary.wisp()] prints
@@ -392,6 +394,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   } else if (!fit_only) {
     result <- wisp_statistics(result, method = "wald")
     warn_wald_small_design(result, call)
+    result$gene.tests <- default_gene_tests(result, max.fork, say)
   }
   print_wisp_plots(result)
   result

@@ -23,7 +23,9 @@
 #   Rscript benchmarks/gene_tests.R panel   # 10 panels of 100 genes, 5 animals
 # Resumable (benchmarks/out/gene_tests/<mode>/); writes
 # benchmarks/results/gene_tests.csv (rates with Monte Carlo SEs; the
-# per-test rows stay in benchmarks/out/) and prints a Markdown table.
+# per-test rows stay in benchmarks/out/), copies it to
+# inst/extdata/gene_tests.csv (read by vignette("inference")) and prints a
+# Markdown table.
 
 args <- commandArgs(trailingOnly = TRUE)
 mode <- if (length(args)) args[1] else "quick"
@@ -139,6 +141,8 @@ out <- file.path("benchmarks", "results", "gene_tests.csv")
 old <- if (file.exists(out)) utils::read.csv(out, stringsAsFactors = FALSE) else NULL
 if (!is.null(old)) old <- old[old$mode != mode, , drop = FALSE]
 utils::write.csv(rbind(old, table), out, row.names = FALSE)
+# The vignette's table reads the installed copy.
+file.copy(out, file.path("inst", "extdata", "gene_tests.csv"), overwrite = TRUE)
 fmt <- function(x, se) sprintf("%.3f (%.3f)", x, se)
 cat("| design | animals | term | null tests | FPR (SE) | power (SE) | Wald screen FPR (SE) | BH FDR (SE) |\n")
 cat("|---|---|---|---|---|---|---|---|\n")

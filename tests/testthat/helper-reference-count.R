@@ -308,6 +308,8 @@ reference_count_held_precision <- 1e8
 # `curves`, each written from its definition:
 #   P_slope  = sum_curves sum_k (theta^s_k + ubar_slope - logit(1 / S_MAX))^2 / (2 sd_slope^2),
 #   P_step   = sum_curves sum_k ((R_{k+1} - R_k) e^ubar_rate)^2 / (2 sd_step^2),
+#              (P_slope and P_step times (T - h) / T when h of the T
+#              treatments' effects are held: each distinct curve counted once),
 #   P_effect = sum_contexts sum_i sum_{j != reference} beta_j^2 / (2 sd_effect^2),
 #              beta = W^-1 v, v the T treatments' values of unknown i of theta
 #              (rates times e^ubar_rate),
@@ -320,10 +322,24 @@ reference_count_held_precision <- 1e8
 # rows and columns named by treatment, the reference first), needed by the
 # effect prior and the held effects; held names the held effects (columns of
 # W; NULL or empty: none).
+# With h of T effects held, the T curves are T - h distinct ones: the
+# share of each curve's slope and step priors (`curve_share` in priors, when
+# given, overrides it: for the penalty's gradient, taken without `held`).
+reference_count_curve_share <- function(priors) {
+  if (!is.null(priors$curve_share)) return(priors$curve_share)
+  weights <- priors$weights
+  if (length(priors$held) && !is.null(weights)) {
+    (nrow(weights) - length(priors$held)) / nrow(weights)
+  } else {
+    1
+  }
+}
+
 reference_count_prior <- function(curves, u, bins, priors) {
   used <- function(sd) !is.null(sd) && sd > 0
   weights <- priors$weights
   held <- priors$held
+  share <- reference_count_curve_share(priors)
   total <- 0
   for (species in unique(curves$species)) {
     mine <- if (is.null(u)) NULL else u[u$species == species, , drop = FALSE]
@@ -340,10 +356,11 @@ reference_count_prior <- function(curves, u, bins, priors) {
       if (used(priors$slope_sd) && d > 0) {
         slope_logits <- reference_count_theta_from_curve(curve, bins)[d + 1 + seq_len(d)]
         centre <- reference_count_logit(1 / reference_count_slope_max)
-        total <- total + sum((slope_logits + ubar_slope - centre)^2) / (2 * priors$slope_sd^2)
+        total <- total + share * sum((slope_logits + ubar_slope - centre)^2) /
+          (2 * priors$slope_sd^2)
       }
       if (used(priors$step_sd) && d > 0) {
-        total <- total + sum((diff(curve$R) * exp(ubar_rate))^2) / (2 * priors$step_sd^2)
+        total <- total + share * sum((diff(curve$R) * exp(ubar_rate))^2) / (2 * priors$step_sd^2)
       }
     }
     effects <- used(priors$effect_sd) && !is.null(weights) && nrow(weights) > 1L

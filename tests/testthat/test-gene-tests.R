@@ -122,3 +122,38 @@ test_that("the bootstrap reference is per gene, never 0, and bad terms are named
                regexp = "\"genotpye\" is not a term of this design; its terms are \"genotype\"")
   expect_error(anova(fit, fit, terms = "genotype"), class = "wisp_input_error")
 })
+
+test_that("wisp() keeps the gene-level tests; print, summary and the genes plot show them", {
+  counts <- wisp_simulate(design = nested_design(), n.genes = 11, n.bins = 20, seed = 9,
+                          degrees = 1L, effect.prob = c(rep(0, 8), 1, 1, 1))
+  fit <- without_design_warning(wisp(counts, verbose = FALSE, max.fork = 2))
+  expect_identical(fit$gene.tests, anova(fit))
+  out <- capture.output(print(fit))
+  expect_true(any(grepl("Gene-level tests (anova(fit)): genotype: ", out, fixed = TRUE)))
+  # With more than 10 genes the summary leads with the gene-level table.
+  out <- capture.output(summary(fit))
+  expect_lt(grep("Gene-level tests", out)[1], grep("Fixed effects", out)[1])
+  # Fewer genes: after the fixed effects.
+  few <- without_design_warning(wisp(counts[counts$species %in% c("gene1", "gene9"), ],
+                                     verbose = FALSE))
+  out <- capture.output(summary(few))
+  expect_gt(grep("Gene-level tests", out)[1], grep("Fixed effects", out)[1])
+  # The figure: one tile per gene and term filled by its log fold change, a
+  # dot on the called ones (by the table's own p.adj).
+  built <- ggplot2::ggplot_build(plot(fit, type = "genes"))
+  tiles <- built$plot$data
+  expect_identical(nrow(tiles), nrow(fit$gene.tests))
+  expect_equal(sort(tiles$log.fc), sort(fit$gene.tests$log.fc))
+  # Drawn: one tile per row, red for a gain and blue for a loss.
+  drawn <- built$data[[1]]
+  expect_identical(nrow(drawn), nrow(fit$gene.tests))
+  rgb <- grDevices::col2rgb(drawn$fill)
+  big <- abs(tiles$log.fc) > 0.2
+  expect_true(all((rgb["red", ] > rgb["blue", ])[big] == (tiles$log.fc[big] > 0)))
+  dots <- built$plot$layers[[2]]$data
+  called <- fit$gene.tests[fit$gene.tests$p.adj < 0.05, ]
+  expect_setequal(paste(dots$gene, dots$term), paste(called$gene, called$term))
+  expect_true(all(c("gene9", "gene10", "gene11") %in% called$gene[called$term == "genotype"]))
+  # wisp(fit_only = TRUE) makes no statistics, so no gene-level tests.
+  expect_null(without_design_warning(wisp(counts, verbose = FALSE, fit_only = TRUE))$gene.tests)
+})

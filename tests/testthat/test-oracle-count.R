@@ -145,6 +145,7 @@ oracle_reference <- function(problem, reference_names) {
     parts
   }
   free <- replace(problem$priors, "held", list(NULL))
+  free$curve_share <- reference_count_curve_share(problem$priors)
   unheld <- function(x) {
     parts <- unpack(x)
     reference_count_objective(problem$rows, parts$curves, parts$u, parts$log_phi, problem$sigma,
