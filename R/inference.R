@@ -110,20 +110,33 @@ wald_small_design <- function(fit) {
 warn_wald_small_design <- function(fit, call = sys.call(-1)) {
   smallest <- wald_small_design(fit)
   if (is.null(smallest)) return(invisible())
-  measured <- calibration_row("wald", 3L, "tpoint")
+  # The benchmark's figures for the group size closest to the fit's.
+  measured_sizes <- calibration_group_sizes()
+  closest <- measured_sizes[which.min(abs(measured_sizes - smallest))]
+  measured <- if (length(closest)) calibration_row("wald", closest, "tpoint")
   figures <- if (is.null(measured)) "" else sprintf(paste0(
-    ": in the calibration benchmark with 3 animals per genotype, %.1f %% of true-null tpoint ",
+    ": in the calibration benchmark with %d animals per genotype, %.1f %% of true-null tpoint ",
     "effects had p < 0.05 and their 95 %% intervals covered %.1f %% of the true values"),
-    100 * measured$false_positive, 100 * measured$coverage)
+    as.integer(closest), 100 * measured$false_positive, 100 * measured$coverage)
   warning(structure(
     class = c("wisp_design_warning", "warning", "condition"),
     list(message = sprintf(paste0(
       "Wald tests of transition-point (tpoint) effects are calibrated from %d animals per group; ",
       "this fit's smallest group has %d%s. Read the tpoint p-values with caution, or bootstrap ",
-      "them: bs_batch(fit, resample = \"parametric\") (vignette(\"inference\", package = ",
-      "\"wispack\"))."), WALD_CALIBRATED_ANIMALS, smallest, figures),
+      "them: bs_batch(fit, resample = \"parametric\"). Whether a factor changes a gene at all ",
+      "is answered by the gene-level tests, anova(fit) (fit$gene.tests) ",
+      "(vignette(\"inference\", package = \"wispack\"))."), WALD_CALIBRATED_ANIMALS, smallest,
+      figures),
       call = call)
   ))
+}
+
+# The group sizes of the calibration benchmark's table (none when the
+# table is not installed).
+calibration_group_sizes <- function() {
+  file <- system.file("extdata", "calibration.csv", package = "wispack")
+  if (!nzchar(file)) return(integer())
+  sort(unique(utils::read.csv(file, stringsAsFactors = FALSE)$animals))
 }
 
 # One row of the calibration benchmark's table (the default likelihood, the

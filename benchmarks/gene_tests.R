@@ -42,6 +42,10 @@ config <- list(quick = list(datasets = 8L, animals = c(3L, 5L, 8L), genes = 8L, 
                full = list(datasets = 40L, animals = c(3L, 5L, 8L), genes = 8L, changed = 2L),
                panel = list(datasets = 10L, animals = 5L, genes = 100L, changed = 30L))[[mode]]
 if (mode == "panel") designs <- "base"
+# WISPACK_BENCH_DATASETS overrides the number of data sets (e.g. to
+# summarise a run stopped part-way: finished data sets are kept).
+datasets <- Sys.getenv("WISPACK_BENCH_DATASETS")
+if (nzchar(datasets)) config$datasets <- as.integer(datasets)
 
 simulate_design <- function(design_name, animals, k) {
   per_group <- if (design_name == "unequal") c(animals, 2L * animals) else animals
@@ -108,7 +112,9 @@ for (k in seq_len(config$datasets)) {
 }
 message("elapsed: ", format(round(difftime(Sys.time(), started, units = "mins"), 1)))
 
-rows <- do.call(rbind, lapply(list.files(dir, "\\.rds$", full.names = TRUE), readRDS))
+files <- list.files(dir, "\\.rds$", full.names = TRUE)
+kept <- as.integer(sub(".*_k([0-9]+)\\.rds$", "\\1", files)) <= config$datasets
+rows <- do.call(rbind, lapply(files[kept], readRDS))
 rate <- function(x) {
   x <- x[!is.na(x)]
   c(rate = mean(x), se = sqrt(mean(x) * (1 - mean(x)) / max(length(x), 1)), n = length(x))

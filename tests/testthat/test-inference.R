@@ -90,6 +90,8 @@ test_that("wisp() warns when its Wald tests of points are outside the calibrated
   expect_match(conditionMessage(caught),
                "calibrated from 5 animals per group; this fit's smallest group has 3")
   expect_match(conditionMessage(caught), "resample = \"parametric\"", fixed = TRUE)
+  expect_match(conditionMessage(caught), "gene-level tests, anova(fit)", fixed = TRUE)
+  expect_match(conditionMessage(caught), "with 3 animals per genotype", fixed = TRUE)
   # The benchmark's figures for 3 animals per genotype, from the shipped table.
   table <- utils::read.csv(system.file("extdata", "calibration.csv", package = "wispack"))
   row <- table[table$likelihood == "nb" & table$method == "wald" & table$structure == "true" &
