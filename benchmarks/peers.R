@@ -21,8 +21,8 @@
 #          (true_total_log2fc says how large). With --animals 4 this is the
 #          original package's own benchmark design (2 conditions x 4
 #          replicates), here with both hemispheres of every animal.
-# - null_rate (only when asked for): null, with animals differing in level
-#          only (no point or slope warps; see `designs`).
+# - null_rate (only when asked for): null, with the rate warp as the only
+#          animal variation (no point or slope warps; see `designs`).
 # Unchanged genes of a design have the same shape as its changed ones (one
 # transition in null and total, two in shape) and no effects at all. Genes
 # are simulated one at a time with the same design and cells (so the data
@@ -130,10 +130,13 @@ designs <- list(
                changed_args = list(effect.size = 0.3, slope.effect = 0, point.effect = 0,
                                    effect.prob = 0.7),
                accept = function(truth) same_shift(truth, "Rt")),
-  # Not a default: the null design with animals that differ only in level
-  # (the rate warp), not in the position or steepness of their transitions,
-  # i.e. the animal variation a random intercept describes. Peers that model
-  # animals by an intercept only are judged here on their own ground.
+  # Not a default: the null design with the rate warp as the only animal
+  # variation (no point or slope warps), to see how much of the peers'
+  # false positives the position warps cause. The rate warp scales
+  # log(1 + rate) by exp(u), so it is not a random intercept on the log
+  # scale either: an animal's fold change grows with the rate along the
+  # axis. The simulator has no pure per-animal intercept; with no warps at
+  # all (random.sd = 0) the peer arms were checked to hold their size.
   null_rate = list(index = 4L, degree = 1L, changed = 0, changed_args = NULL, accept = NULL,
                    null_args = list(random.sd = c(point = 0, rate = 0.1, slope = 0)))
 )

@@ -18,7 +18,7 @@ arm_labels <- c(wispack_anova = "wispack anova(fit)", wispack_wald = "wispack Wa
 okabe_ito <- c("#0072B2", "#56B4E9", "#E69F00", "#D55E00", "#009E73")
 design_labels <- c(null = "Null: no effect", shape = "Shape: point shift",
                    total = "Total: uniform fold change",
-                   null_rate = "Null: animals differ in level only")
+                   null_rate = "Null: rate warp only")
 measure_labels <- c(false_positive = "False-positive rate", power = "Power (p < 0.05)",
                     fdr_bh = "BH false-discovery rate")
 
