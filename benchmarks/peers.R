@@ -58,12 +58,13 @@
 #                              [--designs null,shape,total] [--genes G]
 #                              [--arms wispack,mgcv,deseq2,glmmtmb]
 #                              [--label NAME]
-# Defaults (about 2.5 minutes on 2 cores): 2 data sets, 3 animals per group,
+# Defaults (2.5-4 minutes on 2 cores): 2 data sets, 3 animals per group,
 # the designs null, shape and total, 6 genes, all arms. A data set of 6 genes
 # with 3 animals per group takes about 25 s, most of it glmmTMB (about 2.5 s
 # a gene); more animals cost more. Resumable: each (design, animals, data set)
 # result is kept in benchmarks/out/peers/<label>/ and skipped when it
-# exists. Writes benchmarks/results/peers_raw<suffix>.csv (one row per
+# exists (the file name has the genes but not the arms: use a new --label
+# for another set of arms). Writes benchmarks/results/peers_raw<suffix>.csv (one row per
 # design, animals, data set, gene and arm) and peers<suffix>.csv (the
 # summary), suffix "_<label>" unless the label is "final"; prints the
 # summary as a Markdown table. The figure: benchmarks/peers_figure.R.
@@ -239,10 +240,18 @@ cpu_now <- function() {
   sum(t[c("user.self", "sys.self", "user.child", "sys.child")], na.rm = TRUE)
 }
 
+# The value of `expr` (or its error, as an "arm_error") with its CPU time
+# and its warnings (a peer's convergence warnings go into the row's note:
+# its p-value is kept, as a lab would keep it).
 timed <- function(expr) {
   start <- cpu_now()
-  value <- tryCatch(expr, error = function(e) structure(conditionMessage(e), class = "arm_error"))
-  list(value = value, cpu = cpu_now() - start)
+  warnings <- character()
+  value <- tryCatch(withCallingHandlers(expr, warning = function(w) {
+    warnings <<- c(warnings, conditionMessage(w))
+    invokeRestart("muffleWarning")
+  }), error = function(e) structure(conditionMessage(e), class = "arm_error"))
+  list(value = value, cpu = cpu_now() - start,
+       warning = if (length(warnings)) paste("warning:", unique(warnings)[1]) else "")
 }
 
 failed <- function(value) inherits(value, "arm_error")
@@ -265,6 +274,9 @@ arm_wispack <- function(data, genes) {
   }
   fit_cpu <- fit$cpu
   fit <- fit$value
+  # Kept with every p-value of the fit: a fit that did not converge is a
+  # result of the arm, not a reason to drop it.
+  unconverged <- if (isFALSE(all(fit$fit.diagnostics$converged))) "fit not converged" else ""
   gene_anova <- timed(anova(fit))
   anova_rows <- if (failed(gene_anova$value)) {
     na_rows(genes, paste("anova(fit) failed:", gene_anova$value),
@@ -283,7 +295,11 @@ arm_wispack <- function(data, genes) {
     data.frame(gene = genes, p.value = wald$value, cpu = (fit_cpu + wald$cpu) / length(genes),
                note = "", stringsAsFactors = FALSE)
   }
-  list(wispack_anova = anova_rows, wispack_wald = wald_rows)
+  mark <- function(rows) {
+    rows$note <- trimws(paste(unconverged, rows$note), whitespace = "[ ]")
+    rows
+  }
+  list(wispack_anova = mark(anova_rows), wispack_wald = mark(wald_rows))
 }
 
 # Bonferroni within each gene over the Wald p-values of its effects that
@@ -316,7 +332,8 @@ arm_mgcv <- function(summed, genes) {
       a[["Pr(>Chi)"]][2]
     })
     if (failed(run$value)) return(na_rows(g, paste("gam failed:", run$value), run$cpu))
-    data.frame(gene = g, p.value = run$value, cpu = run$cpu, note = "", stringsAsFactors = FALSE)
+    data.frame(gene = g, p.value = run$value, cpu = run$cpu, note = short(run$warning),
+               stringsAsFactors = FALSE)
   })
   do.call(rbind, rows)
 }
@@ -389,7 +406,8 @@ arm_glmmtmb <- function(summed, genes) {
       stats::pchisq(max(0, 2 * (as.numeric(l1) - as.numeric(l0))), df, lower.tail = FALSE)
     })
     if (failed(run$value)) return(na_rows(g, paste("glmmTMB failed:", run$value), run$cpu))
-    data.frame(gene = g, p.value = run$value, cpu = run$cpu, note = "", stringsAsFactors = FALSE)
+    data.frame(gene = g, p.value = run$value, cpu = run$cpu, note = short(run$warning),
+               stringsAsFactors = FALSE)
   })
   do.call(rbind, rows)
 }
@@ -470,6 +488,7 @@ summarise_rows <- function(rows, provenance) {
                na_p = sum(is.na(r$p.value)),
                package = arm_package[[r$arm[1]]],
                version = package_version_of(arm_package[[r$arm[1]]]),
+               versions = provenance$versions,
                wispack_commit = provenance$wispack_commit, commit = provenance$commit,
                stringsAsFactors = FALSE)
   })
@@ -496,9 +515,19 @@ provenance_of <- function() {
                              stderr = FALSE), error = function(e) NA_character_, warning = function(w) NA_character_)
   built <- tryCatch({
     d <- wisp_simulate(n.genes = 1, n.bins = 20, seed = 1)
-    substr(suppressWarnings(wisp(d, verbose = FALSE, fit_only = TRUE))$provenance$commit, 1, 13)
+    sub("^([0-9a-f]{7})[0-9a-f]*", "\\1",
+        suppressWarnings(wisp(d, verbose = FALSE, fit_only = TRUE))$provenance$commit)
   }, error = function(e) NA_character_)
-  list(commit = if (length(commit)) commit[1] else NA_character_, wispack_commit = built)
+  peers <- unique(arm_package)
+  versions <- paste(peers, vapply(peers, function(p) as.character(package_version_of(p)), ""),
+                    collapse = "; ")
+  # A script edited since that commit says so: its rows are not the commit's.
+  edited <- tryCatch(length(system2("git", c("status", "--porcelain", "--", "benchmarks/peers.R"),
+                                    stdout = TRUE, stderr = FALSE)) > 0, error = function(e) FALSE,
+                     warning = function(w) FALSE)
+  if (length(commit) && edited) commit <- paste0(commit[1], "-dirty")
+  list(commit = if (length(commit)) commit[1] else NA_character_, wispack_commit = built,
+       versions = versions)
 }
 
 # ---------------------------------------------------------------------------

@@ -16,9 +16,8 @@ arm_labels <- c(wispack_anova = "wispack anova(fit)", wispack_wald = "wispack Wa
                 mgcv = "mgcv GAM (NB, animal RE)", deseq2 = "DESeq2 pseudobulk LRT",
                 glmmtmb = "glmmTMB NB spline GLMM")
 okabe_ito <- c("#0072B2", "#56B4E9", "#E69F00", "#D55E00", "#009E73")
-design_labels <- c(null = "Null: no effect", shape = "Shape: point shift",
-                   total = "Total: uniform fold change",
-                   null_rate = "Null: rate warp only")
+design_labels <- c(null = "Null", shape = "Shape (point shift)", total = "Total (fold change)",
+                   null_rate = "Null, rate warp only")
 measure_labels <- c(false_positive = "False-positive rate", power = "Power (p < 0.05)",
                     fdr_bh = "BH false-discovery rate")
 
@@ -33,7 +32,7 @@ long_summary <- function(s) {
   d <- d[!is.na(d$value), ]
   d$se[is.na(d$se)] <- 0
   d$arm <- factor(d$arm, levels = names(arm_labels), labels = arm_labels)
-  d$design <- factor(d$design, levels = names(design_labels), labels = design_labels)
+  d$design <- droplevels(factor(d$design, levels = names(design_labels), labels = design_labels))
   d$measure <- factor(d$measure, levels = names(measure_labels), labels = measure_labels)
   d
 }
@@ -49,7 +48,7 @@ peers_figure <- function(s) {
     geom_errorbar(aes(ymin = pmax(0, value - 2 * se), ymax = pmin(1, value + 2 * se)),
                   width = 0, linewidth = 0.5, position = dodge) +
     geom_point(size = 2, position = dodge) +
-    facet_grid(measure ~ design, scales = "free_y", drop = FALSE) +
+    facet_grid(measure ~ design) +
     scale_colour_manual(values = setNames(okabe_ito, arm_labels), drop = TRUE) +
     scale_shape_manual(values = setNames(c(16, 1, 17, 15, 18), arm_labels), drop = TRUE) +
     scale_y_continuous(limits = c(0, 1), breaks = seq(0, 1, 0.25)) +
