@@ -589,6 +589,8 @@ print_gene_tests_summary <- function(tests, digits, max.rows) {
   if (nrow(shown) > max.rows) {
     cat(sprintf("... %d more rows: see fit$gene.tests\n", nrow(shown) - max.rows))
   }
+  caution <- attr(tests, "caution")
+  if (!is.null(caution)) cat(strwrap(paste("Caution:", caution), exdent = 2), sep = "\n")
   cat("\n")
 }
 

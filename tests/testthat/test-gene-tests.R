@@ -157,3 +157,23 @@ test_that("wisp() keeps the gene-level tests; print, summary and the genes plot 
   # wisp(fit_only = TRUE) makes no statistics, so no gene-level tests.
   expect_null(without_design_warning(wisp(counts, verbose = FALSE, fit_only = TRUE))$gene.tests)
 })
+
+test_that("chi-square tests of between-animal terms with few animals carry the benchmark's caution", {
+  counts <- wisp_simulate(design = nested_design(3L), n.genes = 1, n.bins = 20, seed = 1,
+                          degrees = 1L)
+  fit <- without_design_warning(wisp(counts, verbose = FALSE))
+  tests <- anova(fit)
+  caution <- attr(tests, "caution")
+  # Genotype varies between animals only; hemisphere and the interaction do not.
+  expect_match(caution, "^genotype varies between animals and the smallest group has 3")
+  expect_match(caution, "method = \"bootstrap\"", fixed = TRUE)
+  expect_true(any(grepl("Caution: genotype varies", capture.output(print(tests)), fixed = TRUE)))
+  expect_true(any(grepl("Caution: genotype varies", capture.output(summary(fit)), fixed = TRUE)))
+  # Within-animal terms only, the bootstrap, or 8 animals per group: no caution.
+  expect_null(attr(anova(fit, terms = c("hemisphere", "genotype:hemisphere")), "caution"))
+  expect_null(attr(anova(fit, terms = "genotype", method = "bootstrap", bootstraps = 2),
+                   "caution"))
+  eight <- wisp_simulate(design = nested_design(8L), n.genes = 1, n.bins = 20, seed = 1,
+                         degrees = 1L)
+  expect_null(attr(wisp(eight, verbose = FALSE)$gene.tests, "caution"))
+})
