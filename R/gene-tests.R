@@ -371,9 +371,9 @@ gene_test_plot <- function(fit, species, opts) {
     ggplot2::scale_fill_distiller(palette = "RdBu", limits = c(-limit, limit), direction = -1,
                                   na.value = "grey85",
                                   name = "log fold change\nof the total") +
-    ggplot2::labs(x = "term", y = NULL,
-                  title = "Gene-level tests: does the term change the gene?",
-                  subtitle = "dot: called at FDR 0.05 (Benjamini-Hochberg across genes per term)") +
+    ggplot2::scale_x_discrete(labels = function(x) gsub(":", ":\n", x, fixed = TRUE)) +
+    ggplot2::labs(x = "term", y = NULL, title = "Gene-level tests",
+                  subtitle = "dot: called at FDR 0.05 (BH across genes per term)") +
     wisp_theme(fit, opts, legend = "right") +
     ggplot2::theme(panel.grid = ggplot2::element_blank())
 }
