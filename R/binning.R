@@ -1,11 +1,20 @@
-#' Bin per-cell positions and counts into the tokens wisp() takes
+#' Bin per-cell positions and counts into the table wisp() fits
 #'
 #' Turns a lab's per-cell data (each cell's position along the spatial axis,
 #' e.g. cortical depth in micrometres or a normalised 0-1 coordinate, its
-#' metadata, and its counts of each gene) into the long format of [wisp()]:
-#' one token per cell and gene, zero counts included, with the position
-#' replaced by a bin number 1, 2, ..., `bins` and the cell's id kept in a
-#' column `cell`.
+#' metadata, and its counts of each gene) into what [wisp()] fits: by
+#' default a **binned table**, one row per gene and (bin, metadata) group of
+#' cells with the summed count and the exposure (the number of cells, or
+#' their summed sizes), or with `format = "tokens"` the original's long
+#' format, one token per cell and gene.
+#'
+#' The count likelihood needs only the sums, so the binned table is the
+#' compact form of the same data: a panel of 10^6 cells x 500 genes becomes
+#' groups x bins x genes rows, and a sparse count matrix is summed where it
+#' lies (its `@i`, `@p` and `@x`, read without a copy), without ever making a
+#' cells x genes table. [wisp()] gives the same fit for the binned table as
+#' for the tokens. Only what needs single cells needs tokens:
+#' `resample = "cells"` in [bs_batch()] and `likelihood = "original"`.
 #'
 #' Bins are of equal width over `range` (`bins` a number), or lie between
 #' the break points given (`bins` a vector); a bin holds the positions from
@@ -14,20 +23,30 @@
 #' [wisp()] takes bins as consecutive positions, so an empty bin is a gap in
 #' space (use fewer bins, or a `range` that matches the tissue).
 #'
-#' @param counts The counts, either
+#' @param counts The counts, one of
+#'   * a matrix or a sparse matrix of the Matrix package (e.g. a
+#'     `dgCMatrix`), either genes x cells (as Seurat and SingleCellExperiment
+#'     keep counts; recognised by its column names being the cell ids) or
+#'     cells x genes. Gene names are the other dimension's names; without
+#'     cell names, the cells are those of `cells`, in order;
+#'   * a `SingleCellExperiment` (or any `SummarizedExperiment`): the assay
+#'     `assay`, with the cells' metadata from its `colData` (unless `cells`
+#'     is given) and the cell ids its column names;
+#'   * a Seurat object (read with SeuratObject 4): the `counts` of its
+#'     default assay, with the metadata from its `meta.data`;
 #'   * a data.frame with one row per cell and gene (rows of zero counts may
-#'     be left out: they are filled in), with columns named by `cell`, `gene`
-#'     and `count`; without `cells`, it also holds the position and the
-#'     cells' metadata, which must be the same on every row of a cell; or
-#'   * a matrix with one row per cell and one column per gene (column names:
-#'     the genes; row names: the cell ids, else the rows are the cells of
-#'     `cells` in order). A genes x cells matrix (as Seurat and
-#'     SingleCellExperiment keep counts) is recognised by its column names
-#'     being the cell ids, and turned round with a message.
+#'     be left out), with columns named by `cell`, `gene` and `count`;
+#'     without `cells`, it also holds the position and the cells' metadata,
+#'     which must be the same on every row of a cell.
+#'
+#'   Counts must be non-negative whole numbers. A DelayedArray (e.g.
+#'   HDF5-backed) assay is refused: convert it with `as(x, "dgCMatrix")`.
 #' @param cells A data.frame with one row per cell: its id (column `cell`),
 #'   its position (column `position`) and any metadata (animal, genotype,
-#'   region, ...). Needed with a matrix; optional with a data.frame. Cells
-#'   of `cells` that have no counts get zero counts for every gene.
+#'   region, ...). Needed with a matrix; optional with a data.frame, a
+#'   SingleCellExperiment or a Seurat object. Cells of `cells` that the
+#'   counts do not have get zero counts for every gene (with a warning that
+#'   says how many).
 #' @param position Name of the column with the cells' positions (numbers).
 #' @param bins Number of bins of equal width over `range`, or the increasing
 #'   break points of the bins (e.g. `seq(0, 1000, by = 25)` for 25 um bins).
@@ -36,15 +55,31 @@
 #'   of the positions). Positions outside it are an error.
 #' @param cell,gene,count Names of the columns with the cell ids (in `cells`
 #'   and in a data.frame `counts`), the genes and the counts (in a
-#'   data.frame `counts`).
+#'   data.frame `counts`). For a SingleCellExperiment or Seurat object
+#'   without `cells`, the cell ids are its column names.
 #' @param keep Metadata columns to keep (default: every column of `cells`, or
 #'   of a data.frame `counts` without `cells`, other than the id, position,
-#'   gene and count). Every kept column is a role or a fixed effect for
-#'   [wisp()]: keep only those the model should see.
-#' @return A data.frame with one row per cell and gene: `count`, `bin`
-#'   (1..number of bins), `species` (the gene), `cell` (the id), and the kept
-#'   metadata columns. Cells with an `NA` position are dropped with a
-#'   warning.
+#'   size, gene and count). Every kept column is a role or a fixed effect for
+#'   [wisp()], and the binned table has a row per combination of their
+#'   values that has cells: keep only those the model should see.
+#' @param size Optional name of a column of `cells` with each cell's size
+#'   (e.g. its volume or total count), summed into the exposure instead of 1
+#'   per cell; positive numbers. Binned tables only.
+#' @param format `"binned"` (default): the binned table; `"tokens"`: one row
+#'   per cell and gene.
+#' @param assay The assay of a SingleCellExperiment to read (default
+#'   `"counts"`).
+#' @param unit Optional unit of the positions (e.g. `"um"`), kept with the
+#'   bin breaks.
+#' @return With `format = "binned"`, a data.frame of class `wisp_binned`,
+#'   one row per gene and (group of cells, bin) that has cells: `count` (the
+#'   gene's summed count), `exposure` (the cells, or their summed sizes),
+#'   `cells` (the number of cells), `bin` (1..number of bins), `species`
+#'   (the gene) and the kept metadata columns; its attributes `breaks`,
+#'   `position`, `unit` and `size` say how it was binned. With `format =
+#'   "tokens"`, a data.frame with one row per cell and gene: `count`, `bin`,
+#'   `species`, `cell` (the id) and the kept metadata columns. Cells with an
+#'   `NA` position are dropped with a warning.
 #' @seealso [wisp()], whose `variables` maps the metadata columns to roles.
 #' @export
 #' @examples
@@ -54,22 +89,38 @@
 #'                     genotype = rep(c("WT", "WT", "KO", "KO"), 50), region = "S1")
 #' counts <- matrix(rpois(600, rep(1 + 4 * (cells$depth > 500), 3)), 200, 3,
 #'                  dimnames = list(cells$id, c("Gad1", "Sst", "Vip")))
-#' tokens <- wisp_bin(counts, cells, position = "depth", bins = 10, range = c(0, 1000),
-#'                    cell = "id")
-#' head(tokens)
-#' tokens$genotype <- factor(tokens$genotype, levels = c("WT", "KO")) # WT: reference
-#' fit <- wisp(tokens, variables = list(ran = "mouse", context = "region"), verbose = FALSE,
+#' binned <- wisp_bin(counts, cells, position = "depth", bins = 10, range = c(0, 1000),
+#'                    cell = "id", unit = "um")
+#' binned
+#' binned$genotype <- factor(binned$genotype, levels = c("WT", "KO")) # WT: reference
+#' fit <- wisp(binned, variables = list(ran = "mouse", context = "region"), verbose = FALSE,
 #'             model.settings = list(LRO_cost = "none"))
 wisp_bin <- function(counts, cells = NULL, position = "position", bins = 40, range = NULL,
-                     cell = "cell", gene = "gene", count = "count", keep = NULL) {
+                     cell = "cell", gene = "gene", count = "count", keep = NULL, size = NULL,
+                     format = c("binned", "tokens"), assay = "counts", unit = NULL) {
   call <- sys.call()
   fail <- function(...) stop_input(..., call = call)
-  for (name in c("position", "cell", "gene", "count")) {
+  format <- match_choice(format[1], "format", c("binned", "tokens"), call = call)
+  for (name in c("position", "cell", "gene", "count", "assay")) {
     value <- get(name)
     if (!is.character(value) || length(value) != 1L || is.na(value) || !nzchar(value)) {
       fail("`", name, "` must be one column name, not ", describe_value(value), ".")
     }
   }
+  if (!is.null(size) && (!is.character(size) || length(size) != 1L || is.na(size))) {
+    fail("`size` must be NULL or one column name of `cells`, not ", describe_value(size), ".")
+  }
+  if (!is.null(size) && format == "tokens") {
+    fail("`size` sums cell sizes into a binned table's exposure; tokens keep one row per ",
+         "cell (use format = \"binned\", or leave `size` out).")
+  }
+  if (!is.null(unit) && (!is.character(unit) || length(unit) != 1L || is.na(unit))) {
+    fail("`unit` must be NULL or one string (e.g. \"um\"), not ", describe_value(unit), ".")
+  }
+  long <- FALSE
+  container <- experiment_counts(counts, cells, cell, assay, fail)
+  counts <- container$counts
+  cells <- container$cells
   if (!is.null(cells) && (!is.data.frame(cells) || !nrow(cells))) {
     fail("`cells` must be a data.frame with one row per cell, or NULL.")
   }
@@ -85,41 +136,18 @@ wisp_bin <- function(counts, cells = NULL, position = "position", bins = 40, ran
       has_column(counts, position, "counts")
       cells <- cell_table(counts, cell, setdiff(names(counts), c(gene, count)), fail)
     }
-    matrix <- long_to_matrix(counts, cells, cell, gene, count, fail)
-  } else if (length(dim(counts)) == 2L) {
-    if (is.null(cells)) fail("a count matrix needs `cells`, the cells' positions and metadata.")
-    matrix <- as.matrix(counts)
-    if (!is.numeric(matrix)) fail("the count matrix must hold numbers, not ", typeof(matrix), ".")
-    has_column(cells, cell, "cells")
-    ids <- as.character(cells[[cell]])
-    if (!is.null(colnames(matrix)) && all(ids %in% colnames(matrix)) &&
-        !all(ids %in% rownames(matrix))) {
-      message("wisp_bin(): the count matrix has the cells in its columns (genes x cells); ",
-              "taking it turned round.")
-      matrix <- t(matrix)
-    }
-    if (is.null(colnames(matrix)) || anyNA(colnames(matrix)) || anyDuplicated(colnames(matrix))) {
-      fail("the count matrix needs its genes as distinct column names.")
-    }
-    if (is.null(rownames(matrix))) {
-      if (nrow(matrix) != nrow(cells)) {
-        fail("the count matrix has ", nrow(matrix), " rows and no row names, but `cells` has ",
-             nrow(cells), " rows; name the rows by cell id.")
-      }
-      rownames(matrix) <- ids
-    }
-    missing <- setdiff(rownames(matrix), ids)
-    if (length(missing)) {
-      fail(length(missing), " cell(s) of the count matrix are not in `cells` (",
-           row_list(missing), ").")
-    }
-  } else {
-    fail("`counts` must be a data.frame (one row per cell and gene) or a cells x genes ",
-         "matrix, not ", class(counts)[1], ".")
+    counts <- long_to_matrix(counts, cells, cell, gene, count, fail)
+    long <- TRUE
+  } else if (length(dim(counts)) != 2L) {
+    fail("`counts` must be a matrix (cells x genes or genes x cells), a sparse matrix, a ",
+         "SingleCellExperiment, a Seurat object or a data.frame (one row per cell and gene), ",
+         "not ", class(counts)[1], ".")
+  } else if (is.null(cells)) {
+    fail("a count matrix needs `cells`, the cells' positions and metadata.")
   }
-
   has_column(cells, cell, "cells")
   has_column(cells, position, "cells")
+  if (!is.null(size)) has_column(cells, size, "cells")
   ids <- as.character(cells[[cell]])
   if (anyNA(ids) || anyDuplicated(ids)) {
     twice <- ids[duplicated(ids) | is.na(ids)]
@@ -127,13 +155,23 @@ wisp_bin <- function(counts, cells = NULL, position = "position", bins = 40, ran
          if (anyNA(ids)) "NA values" else paste0("repeated ids (", row_list(unique(twice)), ")"),
          ".")
   }
+  matrix <- count_matrix(counts, ids, fail)
+  if (matrix$cells_in_columns && !long && !container$experiment && !inherits(counts, "Matrix")) {
+    message("wisp_bin(): the count matrix has the cells in its columns (genes x cells); ",
+            "reading it so.")
+  }
+  # A long table leaves out the cells without counts: they are zeros.
+  if (long) matrix$absent <- character()
+
   if (is.null(keep)) {
-    keep <- setdiff(names(cells), c(cell, position, gene, count))
+    keep <- setdiff(names(cells), c(cell, position, gene, count, size))
   } else {
     if (!is.character(keep) || anyNA(keep)) fail("`keep` must be column names of the cells.")
     for (column in keep) has_column(cells, column, "cells")
   }
-  clash <- intersect(keep, c("count", "bin", "species", "cell"))
+  made <- if (format == "tokens") c("count", "bin", "species", "cell") else
+    c("count", "exposure", "cells", "bin", "species")
+  clash <- intersect(keep, made)
   if (length(clash)) {
     fail("the kept column '", clash[1], "' has the name of a column wisp_bin() makes; rename ",
          "it, or leave it out of `keep`.")
@@ -148,23 +186,244 @@ wisp_bin <- function(counts, cells = NULL, position = "position", bins = 40, ran
     warning(sprintf("wisp_bin(): dropped %s with an NA position (%s).",
                     count_noun(sum(dropped), "cell"), row_list(ids[dropped])), call. = FALSE)
   }
-  bin <- position_bins(values[!dropped], bins, range, position, ids[!dropped], fail)
-  cells <- cells[!dropped, , drop = FALSE]
-  ids <- ids[!dropped]
+  breaks <- bin_breaks(values[!dropped], bins, range, position, fail)
+  bin <- rep(NA_integer_, length(values))
+  bin[!dropped] <- position_bins(values[!dropped], breaks, position, ids[!dropped], fail)
+  if (length(matrix$absent)) {
+    warning(sprintf(paste0(
+      "wisp_bin(): %s of `cells` %s not in the count matrix (%s); %s zero counts for every ",
+      "gene."), count_noun(length(matrix$absent), "cell"),
+      if (length(matrix$absent) > 1) "are" else "is", row_list(matrix$absent),
+      if (length(matrix$absent) > 1) "they get" else "it gets"), call. = FALSE)
+  }
+  if (format == "tokens") {
+    return(binned_tokens(matrix, cells, ids, bin, dropped, keep, cell))
+  }
+  sizes <- if (is.null(size)) NULL else cell_sizes(cells[[size]], size, dropped, fail)
+  binned_table(matrix, cells, bin, keep, sizes, breaks, position, unit, size, fail)
+}
 
-  # one row per cell (in the order of `cells`) and gene; cells without counts: zeros
-  at <- match(ids, rownames(matrix))
-  n_genes <- ncol(matrix)
-  values <- matrix[at, , drop = FALSE]
+# The counts and the cells' metadata of a SingleCellExperiment (any
+# SummarizedExperiment) or a Seurat object; other counts as they are. A
+# DelayedArray is refused: reading it whole would be the copy binning avoids.
+experiment_counts <- function(counts, cells, cell, assay, fail) {
+  metadata <- function(frame, ids) {
+    frame <- as.data.frame(frame, stringsAsFactors = FALSE, optional = TRUE)
+    if (cell %in% names(frame)) {
+      fail("the cells' metadata already have a column '", cell, "'; name the cell-id column ",
+           "wisp_bin() makes with `cell`.")
+    }
+    frame[[cell]] <- ids
+    rownames(frame) <- NULL
+    frame
+  }
+  experiment <- inherits(counts, c("SummarizedExperiment", "Seurat"))
+  if (inherits(counts, "SummarizedExperiment")) {
+    if (!requireNamespace("SummarizedExperiment", quietly = TRUE)) {
+      fail("reading a ", class(counts)[1], " needs the SummarizedExperiment package.")
+    }
+    if (!assay %in% SummarizedExperiment::assayNames(counts)) {
+      fail("the ", class(counts)[1], " has no assay '", assay, "' (assays: ",
+           paste0("'", SummarizedExperiment::assayNames(counts), "'", collapse = ", "), ").")
+    }
+    ids <- colnames(counts)
+    if (is.null(ids)) fail("the ", class(counts)[1], " has no column names (cell ids).")
+    if (is.null(cells)) cells <- metadata(SummarizedExperiment::colData(counts), ids)
+    counts <- SummarizedExperiment::assay(counts, assay, withDimnames = TRUE)
+  } else if (inherits(counts, "Seurat")) {
+    if (!requireNamespace("SeuratObject", quietly = TRUE)) {
+      fail("reading a Seurat object needs the SeuratObject package.")
+    }
+    default <- SeuratObject::DefaultAssay(counts)
+    assay_object <- tryCatch(methods::slot(counts, "assays")[[default]], error = function(e) NULL)
+    if (inherits(assay_object, "Assay5")) {
+      fail(
+        "this Seurat object keeps its assay '", default, "' in Seurat 5's format (Assay5), ",
+        "which the installed SeuratObject (", utils::packageVersion("SeuratObject"), ") ",
+        "cannot read; convert it with SeuratObject::JoinLayers() and ",
+        "as(object[[\"", default, "\"]], \"Assay\") in Seurat 5, or give its counts matrix ",
+        "and meta.data.")
+    }
+    if (is.null(cells)) cells <- metadata(counts@meta.data, rownames(counts@meta.data))
+    counts <- SeuratObject::GetAssayData(counts, slot = "counts", assay = default)
+  }
+  if (inherits(counts, "DelayedArray")) {
+    fail("the counts are a ", class(counts)[1], " (held on disk or delayed); read them into ",
+         "memory first with as(counts, \"dgCMatrix\").")
+  }
+  list(counts = counts, cells = cells, experiment = experiment)
+}
+
+# A count matrix as the binning kernel reads it: dense (a base matrix) or
+# column-compressed sparse, with the cells in its columns or rows, its gene
+# names, the metadata row of each of its cells, and the ids of the metadata's
+# cells that it lacks.
+count_matrix <- function(counts, ids, fail) {
+  if (inherits(counts, "sparseMatrix")) {
+    if (!inherits(counts, "CsparseMatrix") || !methods::is(counts, "generalMatrix") ||
+        !methods::is(counts, "dMatrix")) {
+      counts <- methods::as(methods::as(methods::as(counts, "CsparseMatrix"),
+                                        "generalMatrix"), "dMatrix")
+    }
+  } else {
+    counts <- as.matrix(counts)
+    if (!is.numeric(counts) && !is.logical(counts)) {
+      fail("the count matrix must hold numbers, not ", typeof(counts), ".")
+    }
+    if (is.logical(counts)) storage.mode(counts) <- "integer"
+  }
+  names <- dimnames(counts)
+  if (is.null(names)) names <- list(NULL, NULL)
+  in_columns <- !is.null(names[[2]]) && all(names[[2]] %in% ids) &&
+    !(!is.null(names[[1]]) && all(names[[1]] %in% ids))
+  if (!in_columns && is.null(names[[1]]) && !is.null(names[[2]]) && ncol(counts) == length(ids) &&
+      nrow(counts) != length(ids)) {
+    in_columns <- FALSE # genes in the columns, cells in order in the rows
+  }
+  genes <- if (in_columns) names[[1]] else names[[2]]
+  cell_ids <- if (in_columns) names[[2]] else names[[1]]
+  n_cells <- if (in_columns) ncol(counts) else nrow(counts)
+  side <- if (in_columns) "row" else "column"
+  if (is.null(genes) || anyNA(genes) || any(!nzchar(genes))) {
+    fail("the count matrix needs its genes as ", side, " names (the cells are in its ",
+         if (in_columns) "columns" else "rows", ").")
+  }
+  if (anyDuplicated(genes)) {
+    fail("the count matrix names gene '", genes[anyDuplicated(genes)], "' more than once.")
+  }
+  if (is.null(cell_ids)) {
+    if (n_cells != length(ids)) {
+      fail("the count matrix has ", n_cells, " cells and no cell names, but `cells` has ",
+           length(ids), " rows; name the matrix's cells by cell id.")
+    }
+    cell_ids <- ids
+  }
+  if (anyNA(cell_ids) || anyDuplicated(cell_ids)) {
+    twice <- cell_ids[duplicated(cell_ids) | is.na(cell_ids)]
+    fail("the count matrix must name each cell once; it has ",
+         if (anyNA(cell_ids)) "NA cell names" else
+           paste0("repeated cell names (", row_list(unique(twice)), ")"), ".")
+  }
+  row <- match(cell_ids, ids)
+  if (anyNA(row)) {
+    missing <- cell_ids[is.na(row)]
+    fail(length(missing), " cell(s) of the count matrix are not in `cells` (",
+         row_list(missing), ").")
+  }
+  list(counts = counts, cells_in_columns = in_columns, genes = genes,
+       metadata_row = row - 1L, absent = setdiff(ids, cell_ids))
+}
+
+# One token per cell (in the order of `cells`) and gene; cells without counts:
+# zeros. Densifies the matrix: tokens are cells x genes rows anyway.
+binned_tokens <- function(matrix, cells, ids, bin, dropped, keep, cell) {
+  counts <- matrix$counts
+  if (matrix$cells_in_columns) counts <- Matrix_t(counts)
+  counts <- as.matrix(counts)
+  at <- rep(NA_integer_, length(ids))
+  at[matrix$metadata_row + 1L] <- seq_len(nrow(counts))
+  at <- at[!dropped]
+  values <- counts[at, , drop = FALSE]
   values[is.na(at), ] <- 0
-  row <- rep(seq_along(ids), each = n_genes)
-  out <- data.frame(count = as.vector(t(values)) + 0, bin = bin[row],
-                    species = rep(colnames(matrix), times = length(ids)),
+  cells <- cells[!dropped, , drop = FALSE]
+  n_genes <- length(matrix$genes)
+  row <- rep(seq_len(nrow(cells)), each = n_genes)
+  out <- data.frame(count = as.vector(t(values)) + 0, bin = bin[!dropped][row],
+                    species = rep(matrix$genes, times = nrow(cells)),
                     stringsAsFactors = FALSE)
   out$cell <- cells[[cell]][row]
   for (column in keep) out[[column]] <- cells[[column]][row]
   rownames(out) <- NULL
   out
+}
+
+Matrix_t <- function(x) if (inherits(x, "Matrix")) Matrix::t(x) else t(x)
+
+# The binned table: the groups of cells that share every kept column's
+# value, and per (group, bin) with cells and gene the summed count (the
+# Rust core sums the matrix where it lies).
+binned_table <- function(matrix, cells, bin, keep, sizes, breaks, position, unit, size, fail) {
+  n_bins <- length(breaks) - 1L
+  group <- rep(1L, nrow(cells))
+  for (column in keep) {
+    values <- cells[[column]]
+    if (anyNA(values)) {
+      fail("the kept column '", column, "' has ", sum(is.na(values)), " NA value(s) (rows ",
+           row_list(which(is.na(values))), "); give every cell a value, or leave it out of ",
+           "`keep`.")
+    }
+    codes <- match(values, unique(values))
+    key <- (group - 1) * max(codes) + codes
+    group <- match(key, unique(key))
+  }
+  slot <- ifelse(is.na(bin), -1L, (group - 1L) * n_bins + bin - 1L)
+  counts <- matrix$counts
+  sparse <- inherits(counts, "CsparseMatrix")
+  summed <- bin_counts_rust(
+    if (sparse) counts@x else counts, if (sparse) counts@i else NULL,
+    if (sparse) counts@p else NULL, nrow(counts), ncol(counts), matrix$cells_in_columns,
+    as.integer(slot), sizes, as.integer(matrix$metadata_row), as.double(max(group) * n_bins))
+  if (!is.null(summed$bad)) {
+    bad <- summed$bad
+    at <- if (matrix$cells_in_columns) colnames(counts)[bad[1]] else rownames(counts)[bad[1]]
+    if (is.null(at)) at <- paste0("number ", bad[1])
+    fail("the count matrix has ", summed$value, " for gene '", matrix$genes[bad[2]],
+         "' in cell ", at, "; counts must be non-negative whole numbers.")
+  }
+  genes <- matrix$genes
+  n_genes <- length(genes)
+  slots <- summed$slots
+  first <- match(seq_len(max(group)), group)
+  row_group <- rep(first[slots %/% n_bins + 1], each = n_genes)
+  out <- data.frame(count = summed$counts, exposure = rep(summed$exposure, each = n_genes),
+                    cells = rep(as.integer(summed$cells), each = n_genes),
+                    bin = rep(as.integer(slots %% n_bins + 1), each = n_genes),
+                    species = rep(genes, times = length(slots)), stringsAsFactors = FALSE)
+  for (column in keep) out[[column]] <- cells[[column]][row_group]
+  rownames(out) <- NULL
+  structure(out, class = c("wisp_binned", "data.frame"), breaks = breaks, position = position,
+            unit = unit, size = size, cell.count = sum(summed$cells))
+}
+
+# Cell sizes for the exposure: positive numbers (dropped cells: any value).
+cell_sizes <- function(values, column, dropped, fail) {
+  if (!is.numeric(values) || is.factor(values)) {
+    fail("the size column '", column, "' must hold numbers, not ", class(values)[1], ".")
+  }
+  bad <- which(!dropped & (is.na(values) | !is.finite(values) | values <= 0))
+  if (length(bad)) {
+    fail("the size column '", column, "' has ", length(bad), " value(s) that are not positive ",
+         "numbers (rows ", row_list(bad), ").")
+  }
+  values <- as.double(values)
+  values[dropped] <- 1
+  values
+}
+
+#' @export
+print.wisp_binned <- function(x, ...) {
+  breaks <- attr(x, "breaks")
+  unit <- attr(x, "unit")
+  genes <- length(unique(x$species))
+  grouping <- setdiff(names(x), c("count", "exposure", "cells", "bin", "species"))
+  groups <- if (length(grouping)) nrow(unique(as.data.frame(unclass(x))[grouping])) else 1L
+  cells <- attr(x, "cell.count")
+  cat(sprintf("A binned table%s: %s in %s%s over %s bins; %s rows.\n",
+              if (is.null(cells)) "" else paste0(" of ", format(cells, big.mark = ","), " cells"),
+              count_noun(genes, "gene"), count_noun(groups, "group"),
+              if (length(grouping)) paste0(" (by ", paste(grouping, collapse = ", "), ")") else "",
+              length(unique(x$bin)), format(nrow(x), big.mark = ",")))
+  if (!is.null(breaks)) {
+    cat(sprintf("Bins: %d of %s along '%s' from %s to %s%s.\n", length(breaks) - 1L,
+                if (length(unique(round(diff(breaks), 10))) == 1L) "equal width" else "set widths",
+                attr(x, "position"), format(breaks[1]), format(breaks[length(breaks)]),
+                if (is.null(unit)) "" else paste0(" ", unit)))
+  }
+  cat(sprintf("Exposure: %s.\n", if (is.null(attr(x, "size"))) "the cells in each row" else
+    paste0("the summed '", attr(x, "size"), "' of the cells in each row")))
+  print(utils::head(as.data.frame(unclass(x), stringsAsFactors = FALSE), 6), ...)
+  if (nrow(x) > 6) cat("... and", format(nrow(x) - 6, big.mark = ","), "more rows\n")
+  invisible(x)
 }
 
 # One row per cell of a long table: the id and every other column, which
@@ -212,9 +471,9 @@ long_to_matrix <- function(long, cells, cell, gene, count, fail) {
   matrix
 }
 
-# Bin numbers of positions: equal-width bins over `range`, or the bins
-# between the break points `bins`.
-position_bins <- function(values, bins, range, position, ids, fail) {
+# The break points of the bins: equal-width bins over `range`, or the breaks
+# `bins` gives.
+bin_breaks <- function(values, bins, range, position, fail) {
   if (!is.numeric(bins) || anyNA(bins) || !length(bins) || any(!is.finite(bins))) {
     fail("`bins` must be a number of bins or increasing break points.")
   }
@@ -231,14 +490,17 @@ position_bins <- function(values, bins, range, position, ids, fail) {
       }
       fail("`range` must be two increasing numbers, c(lower, upper).")
     }
-    breaks <- seq(range[1], range[2], length.out = bins + 1L)
-  } else {
-    breaks <- bins
-    if (any(diff(breaks) <= 0)) fail("the break points in `bins` must increase.")
-    if (length(breaks) - 1L > model_rules()$limits$max_bins) {
-      fail("`bins` makes more than ", model_rules()$limits$max_bins, " bins.")
-    }
+    return(seq(range[1], range[2], length.out = bins + 1L))
   }
+  if (any(diff(bins) <= 0)) fail("the break points in `bins` must increase.")
+  if (length(bins) - 1L > model_rules()$limits$max_bins) {
+    fail("`bins` makes more than ", model_rules()$limits$max_bins, " bins.")
+  }
+  bins
+}
+
+# Bin numbers of positions between the break points.
+position_bins <- function(values, breaks, position, ids, fail) {
   outside <- values < breaks[1] | values > breaks[length(breaks)]
   if (any(outside)) {
     fail(count_noun(sum(outside), "cell"), " lie outside the bins, ", breaks[1], " to ",

@@ -448,6 +448,11 @@ check_resample <- function(resample, fit, call = sys.call(-1)) {
   schemes <- if (inherits(fit, "wisp")) resample_schemes(fit) else c("cells", "animals")
   if (is.null(resample)) return(schemes[1])
   resample <- match_choice(resample, "resample", c("cells", "animals", "parametric"), call = call)
+  if (resample == "cells" && identical(fit$exposure$rule, "given")) {
+    stop_input("resample = \"cells\" redraws each bin's cells, but this fit has only their ",
+               "sums (a binned table); use resample = \"parametric\" or \"animals\", or fit ",
+               "the tokens of wisp_bin(..., format = \"tokens\").", call = call)
+  }
   if (!resample %in% schemes) {
     stop_input("resample = \"parametric\" draws data from the fitted count likelihood, so it ",
                "needs likelihood = \"nb\"; use \"cells\" or \"animals\" here.", call = call)

@@ -106,6 +106,7 @@ count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL,
     as.double(prepared$tokens$count), as.integer(prepared$tokens$bin),
     codes$context, codes$species_code, codes$ran, as.integer(codes$factor_codes),
     if (is.null(prepared$cells)) integer() else as.integer(prepared$cells),
+    if (is.null(prepared$exposure)) double() else prepared$exposure,
     codes$contexts, codes$species, codes$ran_levels, as.character(prepared$fixed_effects),
     unname(codes$factor_levels), as.integer(time_series_index), as.integer(bins), core,
     progress

@@ -1,7 +1,7 @@
 # Turning the user's count data into validated token columns.
 
 column_roles <- c("count", "bin", "context", "species", "ran")
-variable_roles <- c(column_roles, "timeseries", "fixedeffects", "cell")
+variable_roles <- c(column_roles, "timeseries", "fixedeffects", "cell", "exposure")
 
 #' Map the user's columns onto the model's roles and validate them
 #'
@@ -56,7 +56,19 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
   cell_column <- if (!is.null(variables$cell)) variables$cell else
     if ("cell" %in% names(count.data) &&
         !"cell" %in% c(sources, variables$timeseries, variables$fixedeffects)) "cell" else NULL
-  claimed <- unique(c(sources, variables$timeseries, cell_column))
+  # The optional exposure role (a binned table's cells per bin, or their
+  # summed sizes): the mapped column, or the `exposure` column of a table
+  # from wisp_bin(). A binned table's `cells` column is for the reader.
+  binned <- inherits(count.data, "wisp_binned")
+  exposure_column <- if (!is.null(variables$exposure)) variables$exposure else
+    if (binned && "exposure" %in% names(count.data)) "exposure" else NULL
+  if (!is.null(exposure_column) && !is.null(cell_column)) {
+    fail("column '", exposure_column, "' gives each row's exposure and column '", cell_column,
+         "' its cell id; a row is either a token of one cell or a sum over cells: map one of ",
+         "them in `variables`.")
+  }
+  claimed <- unique(c(sources, variables$timeseries, cell_column, exposure_column,
+                      if (binned && is.null(variables$fixedeffects)) "cells"))
   fixed_effects <- if (!is.null(variables$fixedeffects)) {
     variables$fixedeffects
   } else {
@@ -71,6 +83,8 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
   tokens <- as.data.frame(tokens, stringsAsFactors = FALSE, optional = TRUE)
   names(tokens) <- c(column_roles, fixed_effects)
   cells <- if (is.null(cell_column)) NULL else count.data[[cell_column]]
+  exposure <- if (is.null(exposure_column)) NULL else
+    checked_exposure(count.data[[exposure_column]], exposure_column, fail)
 
   count_column <- source_of("count")
   count <- tokens$count
@@ -102,6 +116,7 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
                     if (dropped_na > 1) "s" else "", count_column), call. = FALSE)
     tokens <- tokens[!is.na(count), , drop = FALSE]
     if (!is.null(cells)) cells <- cells[!is.na(count)]
+    if (!is.null(exposure)) exposure <- exposure[!is.na(count)]
     if (nrow(tokens) == 0L) fail("every count in column '", count_column, "' is NA.")
   }
 
@@ -210,7 +225,22 @@ prepare_count_data <- function(count.data, variables = list(), max_bin = 0,
     cells <- match(as.character(cells), unique(as.character(cells))) - 1L
   }
   list(tokens = tokens, fixed_effects = fixed_effects, time_series = time_series, cells = cells,
-       dropped_na = dropped_na, fixed_effect_info = info)
+       exposure = exposure, dropped_na = dropped_na, fixed_effect_info = info)
+}
+
+# A column of exposures (each row's cells, or their summed sizes): positive,
+# finite numbers.
+checked_exposure <- function(values, column, fail) {
+  if (!is.numeric(values) || is.factor(values)) {
+    fail("column '", column, "' (exposure) must hold numbers, not ", class(values)[1], ".")
+  }
+  rows <- which(is.na(values) | !is.finite(values) | values <= 0)
+  if (length(rows)) {
+    fail("column '", column, "' (exposure) has ", length(rows), " value(s) that are not ",
+         "positive numbers (rows ", row_list(rows), "); an exposure is the number of cells ",
+         "(or their summed sizes) behind a row.")
+  }
+  as.double(values)
 }
 
 # Counts above `large_count` draw a warning; above `max_exact_count` doubles

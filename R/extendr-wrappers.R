@@ -5,9 +5,22 @@
 #' @useDynLib wispack, .registration = TRUE
 NULL
 
+#' Sums a count matrix into the slots (group · bins + bin − 1) of its
+#' cells. `values` is the matrix's values (dense, column-major) or a
+#' `dgCMatrix`'s `@x`, with its `@i` and `@p` as `row_index` and
+#' `column_pointers` (both `NULL` for a dense matrix); `slot` and `size`
+#' are per metadata cell (size empty: 1 per cell), `metadata_row` per
+#' matrix cell (0-based). Returns `slots` (0-based), `cells`, `exposure`,
+#' `counts` (slot-major, genes within), or `bad` = (cell, gene) (1-based,
+#' of the matrix) and `value` for a value that is not a count.
+#' @keywords internal
+#' @noRd
+bin_counts_rust <- function(values, row_index, column_pointers, rows, columns, cells_in_columns, slot, size, metadata_row, slots) rust_result(.Call(wrap__bin_counts_rust, values, row_index, column_pointers, rows, columns, cells_in_columns, slot, size, metadata_row, slots))
+
 #' Fit the count model to coded token columns. `factor_codes` holds one
 #' column per factor, column-major; `cell` a cell id per token (coded from 0)
-#' or nothing; `settings` a named list: `exposure`, `degrees` (one per
+#' or nothing; `exposure` an exposure per token (a binned table's) or
+#' nothing; `settings` a named list: `exposure`, `degrees` (one per
 #' (context, species), context-major, or NULL to detect), `lro_cost`
 #' ("none", "AIC", "BIC", "NLL"), `structure` ("likelihood": each curve's
 #' degree chosen by the count likelihood, model vignette §12.6; "lro": the
@@ -24,7 +37,7 @@ NULL
 #' ends; a jump out of it stops the fit and is handed back to R.
 #' @keywords internal
 #' @noRd
-count_fit_rust <- function(count, bin, context, species, ran, factor_codes, cell, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings, progress) rust_result(.Call(wrap__count_fit_rust, count, bin, context, species, ran, factor_codes, cell, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings, progress))
+count_fit_rust <- function(count, bin, context, species, ran, factor_codes, cell, exposure, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings, progress) rust_result(.Call(wrap__count_fit_rust, count, bin, context, species, ran, factor_codes, cell, exposure, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings, progress))
 
 count_describe_rust <- function(plan) rust_result(.Call(wrap__count_describe_rust, plan))
 

@@ -137,8 +137,8 @@ wisp_model_settings <- function(settings = list(), call = sys.call(-1)) {
   }
   exposure <- settings$exposure
   if (!is.character(exposure) || length(exposure) != 1L ||
-      !exposure %in% c("auto", "cells", "tokens", "none")) {
-    fail("exposure must be \"auto\", \"cells\", \"tokens\" or \"none\", not ",
+      !exposure %in% c("auto", "cells", "tokens", "given", "none")) {
+    fail("exposure must be \"auto\", \"cells\", \"tokens\", \"given\" or \"none\", not ",
          describe_value(exposure), ".")
   }
   defaults <- wisp_default_model_settings()

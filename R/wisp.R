@@ -43,10 +43,15 @@
 #' `"cells"` (distinct cell ids in the cell, from the `cell` role of
 #' `variables` or a column named `cell`), `"tokens"` (the gene's tokens in
 #' the cell: right when the data list every cell × gene pair, zeros
-#' included), `"none"` (a rate per bin: cell density then reads as
-#' expression), or `"auto"` (default: cells with a cell id, else tokens when
-#' the data list every cell × gene pair, else none, with a message). Per-token
-#' exposure is refused with an explanation for data without zero counts.
+#' included), `"given"` (the summed `exposure` column of a binned table from
+#' [wisp_bin()], or of the column the `exposure` role of `variables` names:
+#' each row's cells, or their summed sizes), `"none"` (a rate per bin: cell
+#' density then reads as expression), or `"auto"` (default: the exposure
+#' column when there is one, else cells with a cell id, else tokens when the
+#' data list every cell × gene pair, else none, with a message). Per-token
+#' exposure is refused with an explanation for data without zero counts, and
+#' `"cells"` or `"tokens"` for data with an exposure column. A binned table
+#' and the tokens of the same cells give the same fit.
 #'
 #' @section Constraints and convergence:
 #' Under `"nb"`, transition points lie inside the bin axis, in order, at
@@ -76,18 +81,22 @@
 #' wisp_control()` sets these limits and the most iterations (see
 #' [wisp_control()]).
 #'
-#' @param count.data A data.frame with one row per token (e.g. one gene in
-#'   one cell): a count, a spatial bin, and columns for context, species
-#'   (gene), random level and fixed effects. Bins number consecutive
-#'   positions 1, 2, ..., B; [wisp_bin()] makes them (and the tokens, zero
-#'   counts included) from per-cell positions such as depths in
+#' @param count.data A binned table from [wisp_bin()] (one row per gene and
+#'   group of cells in a bin, with the summed count and the exposure), or a
+#'   data.frame with one row per token (e.g. one gene in one cell): a
+#'   count, a spatial bin, and columns for context, species (gene), random
+#'   level and fixed effects. Bins number consecutive positions 1, 2, ...,
+#'   B; [wisp_bin()] makes them from per-cell positions such as depths in
 #'   micrometres. Bin values in a common step above 1 (25, 50, ...) are an
 #'   error, and bins without tokens draw a warning. A column `cell` (the
-#'   cells' ids, as [wisp_bin()] makes it) is not a fixed effect.
+#'   cells' ids, as `wisp_bin(format = "tokens")` makes it) is not a fixed
+#'   effect, nor are a binned table's `exposure` and `cells`.
 #' @param variables Named list mapping roles to column names: `count`, `bin`,
 #'   `context`, `species`, `ran`, `timeseries`, `fixedeffects`, `cell` (a
 #'   cell id per token, for per-cell exposure; default: a column named
-#'   `cell` when there is one). Unmapped
+#'   `cell` when there is one), `exposure` (each row's exposure, for data
+#'   summed over cells; default: the `exposure` column of a binned table).
+#'   Unmapped
 #'   roles use the column of the same name. A role mapped to a column that
 #'   `count.data` does not have is an error that names the closest columns.
 #'   An unmapped `context`, `species` or `ran` role whose column is absent
@@ -375,6 +384,12 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   prepared <- prepare_count_data(count.data, variables, settings$max_bin,
                                  missing_treatments = if (settings$likelihood == "nb") "warn" else
                                    "error", say = say)
+  if (settings$likelihood != "nb" && !is.null(prepared$exposure)) {
+    stop_input("likelihood = \"", settings$likelihood, "\" models each token (one cell's ",
+               "count of one gene), but these data are binned (each row sums the cells of a ",
+               "bin); fit them with likelihood = \"nb\", or give the tokens of ",
+               "wisp_bin(..., format = \"tokens\").", call = call)
+  }
   say(fixed_effect_message(prepared$fixed_effect_info))
   progress <- stage_progress(say, verbose, max.fork)
   on.exit(progress$finish(), add = TRUE)

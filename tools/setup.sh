@@ -12,7 +12,7 @@
 
 wispack_apt_packages="r-base-dev r-cran-testthat r-cran-knitr r-cran-rmarkdown
   r-cran-roxygen2 r-cran-jsonlite r-cran-future r-cran-future.apply
-  r-cran-progressr r-cran-future.batchtools r-cran-ggplot2 r-cran-patchwork r-cran-statmod r-cran-vdiffr pandoc qpdf pngquant devscripts xz-utils
+  r-cran-progressr r-cran-future.batchtools r-cran-ggplot2 r-cran-patchwork r-cran-statmod r-cran-vdiffr r-bioc-singlecellexperiment r-cran-seuratobject pandoc qpdf pngquant devscripts xz-utils
   util-linux iproute2 python3"
 
 # The peers of benchmarks/peers.R (mgcv comes with r-base-dev's recommended

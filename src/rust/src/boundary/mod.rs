@@ -8,6 +8,7 @@
 //! points that exist for tests and benchmarks only are compiled with the
 //! `test-hooks` feature; without it they refuse with an input error.
 
+mod binning;
 mod bootstrap;
 mod checkpoint;
 mod convert;
@@ -422,6 +423,7 @@ fn without_test_hooks(what: &str) -> Error {
 
 extendr_module! {
     mod boundary;
+    use binning;
     use nb;
     use nb_describe;
     use nb_predict;

@@ -12,7 +12,7 @@ use crate::changepoint::grid::{best_point, GridCost, GridPoint, StructureMethod}
 use crate::changepoint::DetectionMethod;
 use crate::changepoint::DetectionSettings;
 use crate::error::Error;
-use crate::nb::build::build_count_model;
+use crate::nb::build::{build_count_model, PerToken};
 use crate::nb::pipeline::CountPlan;
 use crate::nb::select::CurveSelection;
 use crate::nb::settings::CountFitSettings;
@@ -27,8 +27,9 @@ fn exposure_of(name: &str) -> RResult<Option<Exposure>> {
         "cells" => Ok(Some(Exposure::Cells)),
         "tokens" => Ok(Some(Exposure::Tokens)),
         "none" => Ok(Some(Exposure::Unit)),
+        "given" => Ok(Some(Exposure::Given)),
         other => Err(Error::input(format!(
-            "exposure must be \"auto\", \"cells\", \"tokens\" or \"none\", not \"{other}\""
+            "exposure must be \"auto\", \"cells\", \"tokens\", \"given\" or \"none\", not \"{other}\""
         ))),
     }
 }
@@ -133,7 +134,8 @@ pub(super) fn grid_columns(points: &[GridPoint], observations: usize) -> List {
 
 /// Fit the count model to coded token columns. `factor_codes` holds one
 /// column per factor, column-major; `cell` a cell id per token (coded from 0)
-/// or nothing; `settings` a named list: `exposure`, `degrees` (one per
+/// or nothing; `exposure` an exposure per token (a binned table's) or
+/// nothing; `settings` a named list: `exposure`, `degrees` (one per
 /// (context, species), context-major, or NULL to detect), `lro_cost`
 /// ("none", "AIC", "BIC", "NLL"), `structure` ("likelihood": each curve's
 /// degree chosen by the count likelihood, model vignette §12.6; "lro": the
@@ -160,6 +162,7 @@ fn count_fit_rust(
     ran: Vec<i32>,
     factor_codes: Vec<i32>,
     cell: Vec<i32>,
+    exposure: Vec<f64>,
     context_levels: Vec<String>,
     species_levels: Vec<String>,
     ran_levels: Vec<String>,
@@ -173,7 +176,16 @@ fn count_fit_rust(
     let relay = Relay::new(progress);
     let result = count_fit(
         &relay,
-        (count, bin, context, species, ran, factor_codes, cell),
+        (
+            count,
+            bin,
+            context,
+            species,
+            ran,
+            factor_codes,
+            cell,
+            exposure,
+        ),
         (
             context_levels,
             species_levels,
@@ -189,7 +201,7 @@ fn count_fit_rust(
 }
 
 /// Token columns of [`count_fit_rust`]: count, bin, context, species, ran,
-/// factor codes, cell.
+/// factor codes, cell, exposure.
 type TokenArguments = (
     Vec<f64>,
     Vec<i32>,
@@ -198,6 +210,7 @@ type TokenArguments = (
     Vec<i32>,
     Vec<i32>,
     Vec<i32>,
+    Vec<f64>,
 );
 
 /// Labels of [`count_fit_rust`]: contexts, species, random levels, factor
@@ -206,7 +219,7 @@ type LabelArguments = (Vec<String>, Vec<String>, Vec<String>, Vec<String>, List)
 
 fn count_fit(
     relay: &Relay,
-    (count, bin, context, species, ran, factor_codes, cell): TokenArguments,
+    (count, bin, context, species, ran, factor_codes, cell, exposures): TokenArguments,
     (context_levels, species_levels, ran_levels, factor_names, factor_levels): LabelArguments,
     time_series: i32,
     bins: i32,
@@ -240,7 +253,10 @@ fn count_fit(
         exposure_of(&text(&settings, "exposure")?)?,
         crate::nb::point_gap_of(bins, number(&settings, "buffer_factor")?),
         &tokens,
-        &cells,
+        PerToken {
+            cells: &cells,
+            exposures: &exposures,
+        },
     )
     .map_err(Error::input)?;
     let held = base

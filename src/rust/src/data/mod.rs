@@ -3,6 +3,7 @@
 //! treatments (the one place it is written), and the summed table of
 //! [`summed`] (change-point detection and the original likelihood read it).
 
+pub(crate) mod binning;
 pub(crate) mod summed;
 
 pub(crate) use summed::{SummedTable, TableShape};

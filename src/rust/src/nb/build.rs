@@ -7,8 +7,16 @@ use crate::data::treatment_indices;
 use crate::data::{CodedTokens, TableShape};
 use crate::design::{Design, Structure};
 
-/// Builds the count table and model; `cells` holds a cell id per token (or
-/// is empty), `exposure` the requested rule (`None`: automatic).
+/// What the data give per token besides its columns, each empty when absent:
+/// a cell id, and an exposure (a binned table's exposure column).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct PerToken<'a> {
+    pub cells: &'a [usize],
+    pub exposures: &'a [f64],
+}
+
+/// Builds the count table and model; `exposure` is the requested rule
+/// (`None`: automatic).
 pub(crate) fn build_count_model(
     design: Design,
     bins: usize,
@@ -16,7 +24,7 @@ pub(crate) fn build_count_model(
     exposure: Option<Exposure>,
     point_gap: f64,
     tokens: &CodedTokens,
-    cells: &[usize],
+    per_token: PerToken<'_>,
 ) -> Result<(CountModel, ExposureChoice), String> {
     let treatment = treatment_indices(&design, tokens)?;
     let shape = TableShape::of_design(&design, bins);
@@ -27,7 +35,8 @@ pub(crate) fn build_count_model(
         species: &tokens.species,
         ran: &tokens.ran,
         treatment: &treatment,
-        cell: cells,
+        cell: per_token.cells,
+        exposure: per_token.exposures,
     };
     let (table, choice) = CountTable::new(shape, columns, exposure)?;
     let structure = Structure::new(shape.contexts, shape.species, degrees)?;

@@ -20,6 +20,16 @@ pub(crate) fn run_replicate(
     replicate: usize,
 ) -> Result<FitSummary, String> {
     crate::streams::check_replicate_number(replicate)?;
+    if scheme == Resampling::Cells
+        && plan.model.table().exposure_kind() == super::table::Exposure::Given
+    {
+        return Err(
+            "resample = \"cells\" redraws each bin's cells, but a binned table has only their \
+             sums; use resample = \"parametric\" or \"animals\", or fit the tokens of \
+             wisp_bin(..., format = \"tokens\")"
+                .into(),
+        );
+    }
     let started = std::time::Instant::now();
     let mut model = plan.model.clone();
     let mut stream = TaskStream::new(seed, replicate_redraw_stream(replicate));

@@ -19,6 +19,10 @@ pub(crate) enum Exposure {
     Tokens,
     /// E = 1: a rate per bin.
     Unit,
+    /// The exposures the data give per row, summed over the rows of a cell
+    /// key: a binned table's exposure column (its cells per bin, or their
+    /// summed sizes, from `wisp_bin()`).
+    Given,
 }
 
 impl Exposure {
@@ -27,12 +31,13 @@ impl Exposure {
             Exposure::Cells => "cells",
             Exposure::Tokens => "tokens",
             Exposure::Unit => "none",
+            Exposure::Given => "given",
         }
     }
 }
 
 /// Token columns coded from 0 (bins from 1); `cell` is empty when the data
-/// have no cell ids.
+/// have no cell ids, `exposure` when they give no exposure per token.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CountTokens<'a> {
     pub count: &'a [f64],
@@ -42,6 +47,7 @@ pub(crate) struct CountTokens<'a> {
     pub ran: &'a [usize],
     pub treatment: &'a [usize],
     pub cell: &'a [usize],
+    pub exposure: &'a [f64],
 }
 
 /// The exposure a request resolves to, and why.
@@ -49,6 +55,15 @@ pub(crate) struct CountTokens<'a> {
 pub(crate) struct ExposureChoice {
     pub exposure: Exposure,
     pub reason: String,
+}
+
+/// What a table keeps of its tokens besides their rows and counts: the cell
+/// id of each (cell exposure only) and the exposure of each (given exposure
+/// only); empty otherwise.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TokenExtras {
+    pub cells: Vec<usize>,
+    pub exposures: Vec<f64>,
 }
 
 /// Counts and exposures, species-major: row (s, key) sits at s·K + key with
@@ -68,6 +83,8 @@ pub(crate) struct CountTable {
     token_rows: Vec<Option<usize>>,
     /// The cell id of every token (cell exposure only; empty otherwise).
     token_cells: Vec<usize>,
+    /// The exposure of every token (given exposure only; empty otherwise).
+    token_exposures: Vec<f64>,
 }
 
 impl CountTable {
@@ -105,6 +122,12 @@ impl CountTable {
             return Err(format!(
                 "token column cell has {} entries, count has {n}",
                 tokens.cell.len()
+            ));
+        }
+        if !tokens.exposure.is_empty() && tokens.exposure.len() != n {
+            return Err(format!(
+                "token column exposure has {} entries, count has {n}",
+                tokens.exposure.len()
             ));
         }
         let mut token_rows = vec![None; n];
@@ -149,25 +172,34 @@ impl CountTable {
         } else {
             Vec::new()
         };
+        let exposures = if choice.exposure == Exposure::Given {
+            tokens.exposure.to_vec()
+        } else {
+            Vec::new()
+        };
         let table = Self::from_token_rows(
             shape,
             choice.exposure,
             token_rows,
             tokens.count.to_vec(),
-            cells,
+            TokenExtras { cells, exposures },
         )?;
         Ok((table, choice))
     }
 
     /// The table of tokens already placed in rows (what a saved fit stores);
-    /// every index and count is checked.
+    /// every index, count and exposure is checked.
     pub fn from_token_rows(
         shape: TableShape,
         exposure_kind: Exposure,
         token_rows: Vec<Option<usize>>,
         token_counts: Vec<f64>,
-        token_cells: Vec<usize>,
+        extras: TokenExtras,
     ) -> Result<Self, String> {
+        let TokenExtras {
+            cells: token_cells,
+            exposures: token_exposures,
+        } = extras;
         let keys = key_count_of(shape)?;
         let rows = keys * shape.species;
         let n = token_counts.len();
@@ -182,6 +214,22 @@ impl CountTable {
             return Err(
                 "cell ids must be given for every token exactly when exposure counts cells".into(),
             );
+        }
+        let given = exposure_kind == Exposure::Given;
+        if given == token_exposures.is_empty() || (given && token_exposures.len() != n) {
+            return Err(
+                "exposures must be given for every token exactly when the exposure is given".into(),
+            );
+        }
+        if let Some(bad) = token_exposures
+            .iter()
+            .position(|e| !(e.is_finite() && *e > 0.0))
+        {
+            return Err(format!(
+                "token {}: exposure {} must be finite and positive",
+                bad + 1,
+                token_exposures[bad]
+            ));
         }
         let mut observed = vec![false; keys];
         let mut pool_starts = vec![0usize; rows + 1];
@@ -223,6 +271,7 @@ impl CountTable {
             token_counts,
             token_rows,
             token_cells,
+            token_exposures,
         };
         table.fill_exposure();
         let counts = table.token_counts.clone();
@@ -243,11 +292,24 @@ impl CountTable {
         &self.token_cells
     }
 
+    pub fn token_exposures(&self) -> &[f64] {
+        &self.token_exposures
+    }
+
     fn fill_exposure(&mut self) {
         let keys = self.key_count();
         let species = self.shape.species;
         match self.exposure_kind {
             Exposure::Unit => self.exposure.fill(1.0),
+            Exposure::Given => {
+                for row in 0..keys * species {
+                    self.exposure[row] = self.pool_tokens
+                        [self.pool_starts[row]..self.pool_starts[row + 1]]
+                        .iter()
+                        .map(|&t| self.token_exposures[t])
+                        .sum();
+                }
+            }
             Exposure::Tokens => {
                 for row in 0..keys * species {
                     self.exposure[row] = (self.pool_starts[row + 1] - self.pool_starts[row]) as f64;
@@ -401,6 +463,7 @@ impl CountTable {
             token_counts: Vec::new(),
             token_rows: Vec::new(),
             token_cells: Vec::new(),
+            token_exposures: Vec::new(),
         })
     }
 
@@ -429,6 +492,34 @@ impl CountTable {
         }
     }
 
+    /// The same data as a binned table: one token per observed (species,
+    /// key) row carrying the row's count and exposure (what `wisp_bin()`
+    /// makes of the cells of a (group, bin)).
+    #[cfg(test)]
+    pub(crate) fn as_binned(&self) -> CountTable {
+        let shape = self.shape;
+        let keys = self.key_count();
+        let mut columns = Tokens::default();
+        for s in 0..shape.species {
+            for key in (0..keys).filter(|&key| self.observed[key]) {
+                let (rest, bin) = (key / shape.bins, key % shape.bins);
+                let (rest, treatment) = (rest / shape.treatments, rest % shape.treatments);
+                let (ran, context) = (rest / shape.contexts, rest % shape.contexts);
+                columns.count.push(self.count[s * keys + key]);
+                columns.exposure.push(self.exposure[s * keys + key]);
+                columns.bin.push(bin as i32 + 1);
+                columns.context.push(context);
+                columns.species.push(s);
+                columns.ran.push(ran);
+                columns.treatment.push(treatment);
+            }
+        }
+        let (table, choice) =
+            CountTable::new(shape, columns.columns(), None).expect("a binned copy");
+        assert_eq!(choice.exposure, Exposure::Given);
+        table
+    }
+
     /// Checks the invariants that a decoded table must satisfy.
     pub fn validate(&self) -> Result<(), String> {
         let keys = self.key_count();
@@ -444,6 +535,8 @@ impl CountTable {
                 .pool_tokens
                 .iter()
                 .all(|&t| t < self.token_counts.len())
+            && (self.token_exposures.is_empty()
+                || self.token_exposures.len() == self.token_counts.len())
             && self.count.iter().all(|c| c.is_finite() && *c >= 0.0)
             && self.exposure.iter().all(|e| e.is_finite() && *e >= 0.0);
         if consistent {
@@ -486,6 +579,7 @@ fn choose_exposure(
     species: usize,
 ) -> Result<ExposureChoice, String> {
     let has_cells = !tokens.cell.is_empty();
+    let has_exposure = !tokens.exposure.is_empty();
     let has_zeros = tokens.count.contains(&0.0);
     // Every observed key lists every species equally often.
     let balanced = || {
@@ -503,6 +597,23 @@ fn choose_exposure(
         reason: reason.to_string(),
     };
     match requested {
+        Some(Exposure::Given) if !has_exposure => Err(
+            "exposure = \"given\" needs an exposure column (the `exposure` role of \
+             `variables`, or a binned table from wisp_bin())"
+                .into(),
+        ),
+        Some(Exposure::Given) => Ok(choice(Exposure::Given, "requested")),
+        Some(Exposure::Unit) => Ok(choice(Exposure::Unit, "requested")),
+        Some(requested) if has_exposure => Err(format!(
+            "exposure = \"{}\" counts the exposure from the tokens, but these data give \
+             their own exposure column (a binned table from wisp_bin()); use exposure = \
+             \"auto\" or \"given\" to use it, or \"none\" for a rate per bin",
+            requested.name()
+        )),
+        None if has_exposure => Ok(choice(
+            Exposure::Given,
+            "the data give each row's exposure (cells, or their summed sizes)",
+        )),
         Some(Exposure::Cells) if !has_cells => Err(
             "exposure = \"cells\" needs a cell-id column (the `cell` role of `variables`)".into(),
         ),
@@ -521,7 +632,6 @@ fn choose_exposure(
                 .into(),
         ),
         Some(Exposure::Tokens) => Ok(choice(Exposure::Tokens, "requested")),
-        Some(Exposure::Unit) => Ok(choice(Exposure::Unit, "requested")),
         None if has_cells => Ok(choice(Exposure::Cells, "the data have cell ids")),
         None if has_zeros && balanced() => Ok(choice(
             Exposure::Tokens,
@@ -535,33 +645,39 @@ fn choose_exposure(
     }
 }
 
+/// Owned token columns, for tests.
+#[cfg(test)]
+#[derive(Default)]
+pub(crate) struct Tokens {
+    pub count: Vec<f64>,
+    pub bin: Vec<i32>,
+    pub context: Vec<usize>,
+    pub species: Vec<usize>,
+    pub ran: Vec<usize>,
+    pub treatment: Vec<usize>,
+    pub cell: Vec<usize>,
+    pub exposure: Vec<f64>,
+}
+
+#[cfg(test)]
+impl Tokens {
+    pub fn columns(&self) -> CountTokens<'_> {
+        CountTokens {
+            count: &self.count,
+            bin: &self.bin,
+            context: &self.context,
+            species: &self.species,
+            ran: &self.ran,
+            treatment: &self.treatment,
+            cell: &self.cell,
+            exposure: &self.exposure,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    struct Tokens {
-        count: Vec<f64>,
-        bin: Vec<i32>,
-        context: Vec<usize>,
-        species: Vec<usize>,
-        ran: Vec<usize>,
-        treatment: Vec<usize>,
-        cell: Vec<usize>,
-    }
-
-    impl Tokens {
-        fn columns(&self) -> CountTokens<'_> {
-            CountTokens {
-                count: &self.count,
-                bin: &self.bin,
-                context: &self.context,
-                species: &self.species,
-                ran: &self.ran,
-                treatment: &self.treatment,
-                cell: &self.cell,
-            }
-        }
-    }
 
     const SHAPE: TableShape = TableShape {
         bins: 3,
@@ -583,6 +699,7 @@ mod tests {
             ran: vec![],
             treatment: vec![],
             cell: vec![],
+            exposure: vec![],
         };
         for (cell, (id, bin)) in cells.iter().enumerate() {
             for gene in 0..2 {
@@ -617,6 +734,57 @@ mod tests {
     }
 
     #[test]
+    fn given_exposures_sum_like_the_cells_they_count() {
+        // The cells of every_pair() binned by hand: per (animal, bin) and
+        // gene, the summed count and the number of cells.
+        let binned = Tokens {
+            count: vec![6.0, 0.0, 9.0, 0.0, 6.0, 0.0],
+            bin: vec![1, 1, 2, 2, 1, 1],
+            context: vec![0; 6],
+            species: vec![0, 1, 0, 1, 0, 1],
+            ran: vec![0, 0, 0, 0, 1, 1],
+            treatment: vec![0; 6],
+            cell: vec![],
+            exposure: vec![3.0, 3.0, 2.0, 2.0, 1.0, 1.0],
+        };
+        let (given, choice) = CountTable::new(SHAPE, binned.columns(), None).unwrap();
+        assert_eq!(choice.exposure, Exposure::Given);
+        let (cells, _) = CountTable::new(SHAPE, every_pair().columns(), None).unwrap();
+        assert_eq!(given.observed(), cells.observed());
+        for s in 0..2 {
+            assert_eq!(given.counts(s), cells.counts(s));
+            assert_eq!(given.exposures(s), cells.exposures(s));
+        }
+        // Two rows of one key (e.g. two groups the model does not tell
+        // apart) sum their counts and exposures.
+        let mut split = binned;
+        split.count.push(1.0);
+        split.exposure.push(0.5);
+        for column in [&mut split.context, &mut split.ran, &mut split.treatment] {
+            column.push(0);
+        }
+        split.species.push(0);
+        split.bin.push(1);
+        let (summed, _) = CountTable::new(SHAPE, split.columns(), None).unwrap();
+        let key = summed.block_key(0, 0, 0);
+        assert_eq!(
+            (summed.counts(0)[key], summed.exposures(0)[key]),
+            (7.0, 3.5)
+        );
+        assert_eq!(summed.exposures(1)[key], 3.0);
+        // Exposures must be positive, and a token rule cannot be asked of them.
+        split.exposure[6] = 0.0;
+        assert!(CountTable::new(SHAPE, split.columns(), None).is_err());
+        split.exposure[6] = 0.5;
+        let error = CountTable::new(SHAPE, split.columns(), Some(Exposure::Cells)).unwrap_err();
+        assert!(error.contains("own exposure column"), "{error}");
+        assert!(CountTable::new(SHAPE, split.columns(), Some(Exposure::Unit)).is_ok());
+        let error =
+            CountTable::new(SHAPE, every_pair().columns(), Some(Exposure::Given)).unwrap_err();
+        assert!(error.contains("needs an exposure column"), "{error}");
+    }
+
+    #[test]
     fn cell_ids_give_cell_exposure() {
         let tokens = every_pair();
         let (table, choice) = CountTable::new(SHAPE, tokens.columns(), None).unwrap();
@@ -646,6 +814,7 @@ mod tests {
                 .collect()
         };
         let sparse = Tokens {
+            exposure: vec![],
             count: filter(&tokens.count),
             bin: tokens
                 .bin

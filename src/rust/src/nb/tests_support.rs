@@ -191,6 +191,7 @@ pub(crate) fn simulate(spec: &Simulation, seed: u64) -> (CountModel, Truth) {
         ran: &ran,
         treatment: &treatment,
         cell: &[],
+        exposure: &[],
     };
     let (table, _) = CountTable::new(shape, tokens, None).expect("simulated table");
     let design = Design::new(

@@ -21,11 +21,14 @@
 //!   bincode of its in-memory plan, without a frame; [`legacy`] reads it.
 //! - format 1: the wire structures of this module. Still written for every
 //!   plan that format 2 does not need.
-//! - format 2 ([`FORMAT`]): a plan is format 1's followed by [`PlanExtrasV2`]
+//! - format 2: a plan is format 1's followed by [`PlanExtrasV2`]
 //!   (a count fit's fixed dispersion, the effects a reduced count model
 //!   holds at 0). Written only for plans that have one of them,
 //!   so that a wispack reading format 1 only refuses exactly the fits it
 //!   would misread; models are written as in format 1.
+//! - format 3 ([`FORMAT`]): format 2's plan followed by [`PlanExtrasV3`]
+//!   (the exposure of every token of a binned table, exposure code 3).
+//!   Written only for fits of binned tables, for the same reason.
 //!
 //! The wire structures store what a model is made of (labels, factors,
 //! degrees, the row of every token, its count, the settings), never what is
@@ -57,7 +60,9 @@ use serde::{Deserialize, Serialize};
 /// The frame magic of a saved state.
 const MAGIC: &[u8] = b"WISPSAVE";
 /// The format this version writes (and the newest it reads).
-pub(crate) const FORMAT: u32 = 2;
+pub(crate) const FORMAT: u32 = 3;
+/// The format of plans with what format 2 adds and nothing of format 3.
+const FORMAT_2: u32 = 2;
 /// The format of plans without what format 2 adds, and of models.
 const FORMAT_1: u32 = 1;
 /// The version of wispack recorded as the writer.
@@ -99,10 +104,13 @@ pub(crate) fn encode_plan(plan: &Plan) -> Result<Vec<u8>> {
         Plan::Count(plan) => PlanV1::Count(Box::new(nb_wire::CountPlanV1::from_plan(plan))),
     };
     let extras = PlanExtrasV2::of(plan);
-    if extras == PlanExtrasV2::default() {
-        envelope(FORMAT_1, Kind::Plan, &wire)
+    let binned = PlanExtrasV3::of(plan);
+    if binned != PlanExtrasV3::default() {
+        envelope(FORMAT, Kind::Plan, &(wire, extras, binned))
+    } else if extras != PlanExtrasV2::default() {
+        envelope(FORMAT_2, Kind::Plan, &(wire, extras))
     } else {
-        envelope(FORMAT, Kind::Plan, &(wire, extras))
+        envelope(FORMAT_1, Kind::Plan, &wire)
     }
 }
 
@@ -181,13 +189,21 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Saved> {
     let body = &payload[header.length..];
     match header.kind {
         k if k == Kind::Plan as u8 => {
-            let (wire, extras): (PlanV1, PlanExtrasV2) = if header.format == FORMAT_1 {
-                let wire = decode_exact(body, "the saved plan").map_err(Error::corrupt)?;
-                (wire, PlanExtrasV2::default())
-            } else {
-                decode_exact(body, "the saved plan").map_err(Error::corrupt)?
+            let (wire, extras, binned): (PlanV1, PlanExtrasV2, PlanExtrasV3) = match header.format {
+                FORMAT_1 => {
+                    let wire = decode_exact(body, "the saved plan").map_err(Error::corrupt)?;
+                    (wire, PlanExtrasV2::default(), PlanExtrasV3::default())
+                }
+                FORMAT_2 => {
+                    let (wire, extras) =
+                        decode_exact(body, "the saved plan").map_err(Error::corrupt)?;
+                    (wire, extras, PlanExtrasV3::default())
+                }
+                _ => decode_exact(body, "the saved plan").map_err(Error::corrupt)?,
             };
-            extras.apply(wire.into_plan()?).map(Saved::Plan)
+            extras
+                .apply(wire.into_plan(binned.token_exposures)?)
+                .map(Saved::Plan)
         }
         k if k == Kind::Model as u8 => {
             let wire: ModelV1 = decode_exact(body, "the saved model").map_err(Error::corrupt)?;
@@ -299,6 +315,25 @@ impl PlanExtrasV2 {
             Plan::WarpedSigmoid(_) => {}
         }
         Ok(plan)
+    }
+}
+
+/// What format 3 adds to a plan.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct PlanExtrasV3 {
+    /// The exposure of every token of a count fit of a binned table (empty
+    /// otherwise).
+    token_exposures: Vec<f64>,
+}
+
+impl PlanExtrasV3 {
+    fn of(plan: &Plan) -> Self {
+        match plan {
+            Plan::Count(plan) => PlanExtrasV3 {
+                token_exposures: plan.model.table().token_exposures().to_vec(),
+            },
+            Plan::WarpedSigmoid(_) => PlanExtrasV3::default(),
+        }
     }
 }
 
@@ -483,10 +518,17 @@ impl WarpedSigmoidPlanV1 {
 }
 
 impl PlanV1 {
-    fn into_plan(self) -> Result<Plan> {
+    /// The plan; `token_exposures` are format 3's (empty before it).
+    fn into_plan(self, token_exposures: Vec<f64>) -> Result<Plan> {
         let wire = match self {
+            PlanV1::WarpedSigmoid(_) if !token_exposures.is_empty() => {
+                return Err(Error::corrupt(
+                    "the saved state is damaged: token exposures in a plan of the original \
+                     likelihood",
+                ))
+            }
             PlanV1::WarpedSigmoid(wire) => wire,
-            PlanV1::Count(wire) => return wire.into_plan().map(Plan::Count),
+            PlanV1::Count(wire) => return wire.into_plan(token_exposures).map(Plan::Count),
         };
         let model = wire.model.into_model()?;
         let plan = WarpedSigmoidPlan {

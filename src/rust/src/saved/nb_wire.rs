@@ -30,7 +30,7 @@ pub(super) struct CountPlanV1 {
     bins: usize,
     /// Smallest distance of transition points, bins.
     point_gap: f64,
-    /// 0 cells, 1 tokens, 2 none.
+    /// 0 cells, 1 tokens, 2 none, 3 given (the exposures: format 3).
     exposure: u8,
     token_rows: Vec<Option<usize>>,
     token_counts: Vec<f64>,
@@ -78,6 +78,7 @@ fn exposure_code(exposure: Exposure) -> u8 {
         Exposure::Cells => 0,
         Exposure::Tokens => 1,
         Exposure::Unit => 2,
+        Exposure::Given => 3,
     }
 }
 
@@ -145,7 +146,9 @@ impl CountPlanV1 {
         }
     }
 
-    pub(super) fn into_plan(self) -> Result<CountPlan> {
+    /// The plan; `token_exposures` are the tokens' exposures (given
+    /// exposure only, else empty).
+    pub(super) fn into_plan(self, token_exposures: Vec<f64>) -> Result<CountPlan> {
         let invalid =
             |reason: String| Error::corrupt(format!("the saved plan is invalid: {reason}"));
         let factors = self
@@ -173,6 +176,7 @@ impl CountPlanV1 {
             0 => Exposure::Cells,
             1 => Exposure::Tokens,
             2 => Exposure::Unit,
+            3 => Exposure::Given,
             other => return Err(invalid(format!("unknown exposure {other}"))),
         };
         let table = CountTable::from_token_rows(
@@ -180,7 +184,10 @@ impl CountPlanV1 {
             exposure,
             self.token_rows,
             self.token_counts,
-            self.token_cells,
+            crate::nb::table::TokenExtras {
+                cells: self.token_cells,
+                exposures: token_exposures,
+            },
         )
         .map_err(invalid)?;
         let structure =

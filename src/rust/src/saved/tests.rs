@@ -374,6 +374,70 @@ fn a_reduced_count_plan_is_format_2_and_keeps_its_held_effects() {
     );
 }
 
+#[test]
+fn a_count_plan_of_a_binned_table_is_format_3_and_keeps_its_exposures() {
+    use crate::nb::CountModel;
+    let header = crate::codec::frame_header_bytes(MAGIC);
+    let format = |bytes: &[u8]| u32::from_le_bytes(bytes[header..header + 4].try_into().unwrap());
+    let Plan::Count(mut plan) = count_plan(None) else {
+        unreachable!("a count plan")
+    };
+    let model = &plan.model;
+    let binned = model.table().as_binned();
+    assert_eq!(binned.observed(), model.table().observed());
+    let observed = |values: &[f64]| -> Vec<f64> {
+        values
+            .iter()
+            .zip(binned.observed())
+            .filter(|(_, &o)| o)
+            .map(|(v, _)| *v)
+            .collect()
+    };
+    for s in 0..model.table().shape().species {
+        let table = model.table();
+        assert!(same_bits(
+            &observed(binned.counts(s)),
+            &observed(table.counts(s))
+        ));
+        assert!(same_bits(
+            &observed(binned.exposures(s)),
+            &observed(table.exposures(s))
+        ));
+    }
+    plan.model = CountModel::new(
+        binned,
+        model.design().clone(),
+        model.structure().clone(),
+        model.point_gap(),
+    )
+    .unwrap();
+    let plan = Plan::Count(plan);
+    let bytes = encode_plan(&plan).unwrap();
+    assert_eq!(format(&bytes), 3);
+    let again = decode_plan(&bytes).unwrap();
+    let (Plan::Count(a), Plan::Count(b)) = (&plan, &again) else {
+        unreachable!("count plans")
+    };
+    assert!(same_bits(
+        a.model.table().token_exposures(),
+        b.model.table().token_exposures()
+    ));
+    let x = plan.run_replicate(Resampling::Parametric, 3, 1).unwrap();
+    let y = again.run_replicate(Resampling::Parametric, 3, 1).unwrap();
+    assert_eq!(x.parameters, y.parameters);
+    // A binned table has no cells to redraw.
+    let error = plan
+        .run_replicate(Resampling::Cells, 3, 1)
+        .expect_err("resample = \"cells\" is refused");
+    assert!(error.contains("only their"), "{error}");
+    // A zero exposure behind a valid checksum is damage: the last f64.
+    let mut damaged = bytes.clone();
+    let end = damaged.len();
+    damaged[end - 8..].copy_from_slice(&0.0f64.to_le_bytes());
+    let error = decode(&reseal(&damaged).unwrap()).err().unwrap();
+    assert_eq!(error.kind, ErrorKind::Corrupt, "{}", error.message);
+}
+
 /// The original model survives encoding with its objective unchanged.
 #[test]
 fn serialisation_round_trip_keeps_the_objective_identical() {
