@@ -188,7 +188,8 @@ count_description <- function(plan) {
     exposure = d$exposure,
     between = stats::setNames(d$between, d$factor_names),
     groups = stats::setNames(d$groups, d$ran_levels),
-    held_effects = as.character(d$held_effects)
+    held_effects = as.character(d$held_effects),
+    species_fits = d$species_fits
   ), class = "wisp_count_model")
 }
 
@@ -276,6 +277,7 @@ wisp_count_result <- function(fitted, settings, plot.settings, variables, call) 
     likelihood = "nb",
     exposure = list(rule = fitted$exposure, reason = fitted$exposure_reason),
     random.sd = model$random.sd,
+    gene.qc = gene_qc_table(model),
     held.effects = held,
     design = list(between = model$between, groups = model$groups),
     plan = fitted$plan,
@@ -289,6 +291,24 @@ wisp_count_result <- function(fitted, settings, plot.settings, variables, call) 
 }
 
 
+# One row per gene: how its own fit went (a panel's quality control):
+# `gene`, `converged`, `iterations` (Newton), `gradient` (the largest scaled
+# gradient at the end), `on.bound` (estimates on a bound), `dispersion` (the
+# smallest and largest over the contexts), `transitions` (per context, in
+# context order), `note` (why the fit stopped, when it did not converge).
+gene_qc_table <- function(model) {
+  fits <- model$species_fits
+  if (is.null(fits)) return(NULL)
+  span <- function(v) paste(unique(formatC(range(v), digits = 2, format = "g")), collapse = "-")
+  genes <- fits$species
+  data.frame(gene = genes, converged = fits$converged,
+             iterations = as.integer(fits$iterations),
+             gradient = fits$scaled_gradient, on.bound = as.integer(fits$on_bound),
+             dispersion = vapply(genes, function(g) span(model$dispersion[g, ]), ""),
+             transitions = vapply(genes, function(g) paste(model$degrees[, g], collapse = ","), ""),
+             note = fits$stop, stringsAsFactors = FALSE, row.names = NULL)
+}
+
 # The count likelihood's fit, with progress messages.
 wisp_count <- function(prepared, settings, plot.settings, variables, call, workers, say,
                        degrees, progress = NULL, control = list()) {
@@ -298,7 +318,8 @@ wisp_count <- function(prepared, settings, plot.settings, variables, call, worke
   result <- wisp_count_result(fitted, settings, plot.settings, variables, call)
   groups <- result$grouping.variables
   say(sprintf("Data: %s, %s, %s, %s, %s.",
-              count_noun(nrow(prepared$tokens), "token"),
+              if (is.null(prepared$exposure)) count_noun(nrow(prepared$tokens), "token") else
+                count_noun(nrow(prepared$tokens), "binned row"),
               count_noun(length(groups$context.lvls), "context"),
               count_noun(length(groups$species.lvls), "gene"),
               count_noun(sum(groups$ran.lvls != "none"), "random level"),

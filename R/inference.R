@@ -60,7 +60,7 @@ slope_ratio_tests <- function(fit, covariance, df, alpha, wald) {
     idx <- idx[order(match(p$treatment[idx], treatments))]
     if (!identical(p$treatment[idx], treatments)) next
     # A reduced model's held effects are 0 with no variance.
-    variance <- covariance[idx, idx, drop = FALSE]
+    variance <- covariance_rows(covariance, idx)
     variance[held[idx], ] <- 0
     variance[, held[idx]] <- 0
     beta <- ifelse(held[idx], 0, estimates[idx])
@@ -253,34 +253,69 @@ vcov.wisp <- function(object, type = c("fixed", "beta"), ...) {
     "vcov() needs the count likelihood (likelihood = \"nb\"): the original's ",
     "objective is not a likelihood, so it has no Wald covariance. Use the ",
     "bootstrap (bs_batch()) for its intervals."), call = sys.call())
-  covariance <- wisp_covariance(object)
-  keep <- wisp_parameter_selector(object$parameters, type)
-  covariance[keep, keep, drop = FALSE]
+  keep <- which(wisp_parameter_selector(object$parameters, type))
+  covariance_rows(wisp_covariance_blocks(object), keep)
 }
 
-# The full Wald covariance (every reported parameter; NA where undefined),
-# cached in the fit's environment-free list by the caller when needed.
-wisp_covariance <- function(fit) {
+# The Wald covariance of a fit, kept as it is: one block per gene (the
+# genes' fits are independent), so that a panel of 20,000 parameters holds
+# its genes' blocks, not a 20,000 x 20,000 matrix. A list: `blocks` (the
+# matrices), `block` and `position` (each reported parameter's block and
+# place in it; NA outside every block), `variance` (each parameter's
+# variance; NA outside every block), `conditional` (each value's variance
+# with the animals' random effects held at their estimates, the
+# within-animal share, for the Satterthwaite degrees of freedom of the Wald
+# tests) and `species` (each parameter's gene). covariance_rows() reads
+# submatrices from it; wisp_covariance() the whole matrix.
+wisp_covariance_blocks <- function(fit) {
   names <- names(fit$fitted.parameters)
   n <- length(names)
-  covariance <- matrix(NA_real_, n, n, dimnames = list(names, names))
-  conditional <- stats::setNames(rep(NA_real_, n), names)
-  blocks <- count_vcov_rust(fit$plan)
-  for (block in blocks) {
-    if (is.null(block)) next
-    k <- length(block$index)
-    covariance[block$index, block$index] <- matrix(block$matrix, k, k, byrow = TRUE)
-    conditional[block$index] <- block$conditional
+  block <- rep(NA_integer_, n)
+  position <- rep(NA_integer_, n)
+  variance <- rep(NA_real_, n)
+  conditional <- rep(NA_real_, n)
+  matrices <- list()
+  for (b in count_vcov_rust(fit$plan)) {
+    if (is.null(b)) next
+    k <- length(b$index)
+    m <- matrix(b$matrix, k, k, byrow = TRUE)
+    matrices[[length(matrices) + 1L]] <- m
+    block[b$index] <- length(matrices)
+    position[b$index] <- seq_len(k)
+    variance[b$index] <- diag(m)
+    conditional[b$index] <- b$conditional
   }
-  # Effects of different genes are independent.
-  species <- fit$parameters$species
-  cross <- outer(species, species, "!=") & !is.na(outer(species, species, "!="))
-  covariance[cross & is.na(covariance)] <- 0
-  # Each value's variance with the animals' random effects held at their
-  # estimates (the within-animal share), for the Satterthwaite degrees of
-  # freedom of the Wald tests.
-  attr(covariance, "conditional") <- conditional
-  covariance
+  list(blocks = matrices, block = block, position = position,
+       variance = stats::setNames(variance, names),
+       conditional = stats::setNames(conditional, names),
+       species = fit$parameters$species, names = names)
+}
+
+# The covariance of the parameters at `idx` (positions in the reported
+# vector): from their gene's block; 0 between parameters of different genes
+# (independent); NA for a parameter outside every block.
+covariance_rows <- function(covariance, idx) {
+  k <- length(idx)
+  out <- matrix(NA_real_, k, k, dimnames = list(covariance$names[idx], covariance$names[idx]))
+  block <- covariance$block[idx]
+  for (b in unique(block[!is.na(block)])) {
+    rows <- which(block %in% b)
+    at <- covariance$position[idx[rows]]
+    out[rows, rows] <- covariance$blocks[[b]][at, at, drop = FALSE]
+  }
+  species <- covariance$species[idx]
+  cross <- outer(species, species, "!=")
+  out[!is.na(cross) & cross & is.na(out)] <- 0
+  out
+}
+
+# The whole Wald covariance (every reported parameter; NA where undefined):
+# what vcov() returns. Everything else reads blocks (covariance_rows()).
+wisp_covariance <- function(fit) {
+  covariance <- wisp_covariance_blocks(fit)
+  whole <- covariance_rows(covariance, seq_along(covariance$names))
+  attr(whole, "conditional") <- covariance$conditional
+  whole
 }
 
 # Degrees of freedom of each tested effect's Wald test (model vignette
@@ -402,9 +437,10 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
     require_likelihood(fit, paste0(
       "Wald statistics need the count likelihood (likelihood = \"nb\"); use ",
       "method = \"percentile\" with a bootstrap."), call = sys.call())
-    covariance <- wisp_covariance(fit)
-    se <- sqrt(pmax(diag(covariance), 0))
-    df <- wald_degrees_of_freedom(fit, diag(covariance), attr(covariance, "conditional"))
+    covariance <- wisp_covariance_blocks(fit)
+    se <- sqrt(pmax(unname(covariance$variance), 0))
+    df <- wald_degrees_of_freedom(fit, unname(covariance$variance),
+                                  unname(covariance$conditional))
     wald <- wald_tests(estimates, se, df, alpha)
     wald <- slope_ratio_tests(fit, covariance, df, alpha, wald)
     lower <- wald$lower

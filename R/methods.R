@@ -318,6 +318,7 @@ summary.wisp <- function(object, level = NULL, ...) {
     structure = structure_summary(object$structure.selection),
     held.effects = object$held.effects,
     gene.tests = object$gene.tests,
+    gene.qc = object$gene.qc,
     genes = length(object$grouping.variables$species.lvls),
     small.design = if (tested) wald_small_design(object) else NULL,
     provenance = object$provenance
@@ -366,6 +367,7 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
     cat(sprintf("log-likelihood %.2f (df = %d, nobs = %d); penalised -log-likelihood %.2f\n",
                 as.numeric(x$logLik), as.integer(f$n.params), as.integer(x$nobs), f$pen.neg.value))
   }
+  if (!is.null(x$gene.qc)) print_gene_qc(x$gene.qc, digits, max.rows)
   # A panel's first question is gene-level: with many genes, that table leads.
   many_genes <- isTRUE(x$genes > 10L) && !is.null(x$gene.tests)
   if (many_genes) print_gene_tests_summary(x$gene.tests, digits, max.rows)
@@ -576,6 +578,28 @@ structure_summary <- function(selection) {
 
 # The gene-level tests in a summary: the calls per term, then the rows
 # (smallest p first).
+# The genes' own fits in a line, and the genes whose fit needs a look (not
+# converged, or estimates on a bound) as a table.
+print_gene_qc <- function(qc, digits, max.rows) {
+  flagged <- qc[!qc$converged | qc$on.bound > 0, , drop = FALSE]
+  line <- sprintf("Genes: %s fitted, %s converged (Newton iterations %d-%d)",
+                  format(nrow(qc), big.mark = ","),
+                  if (all(qc$converged)) "all" else format(sum(qc$converged), big.mark = ","),
+                  min(qc$iterations), max(qc$iterations))
+  if (any(qc$on.bound > 0)) {
+    line <- paste0(line, sprintf("; %s with estimates on a bound",
+                                 count_noun(sum(qc$on.bound > 0), "gene")))
+  }
+  cat(strwrap(paste0(line, if (nrow(flagged)) ":" else "; fit$gene.qc has each gene's row."),
+              exdent = 2), sep = "\n")
+  if (nrow(flagged)) {
+    print(utils::head(flagged, max.rows), digits = digits, row.names = FALSE)
+    if (nrow(flagged) > max.rows) {
+      cat(sprintf("... %d more genes: see fit$gene.qc\n", nrow(flagged) - max.rows))
+    }
+  }
+}
+
 print_gene_tests_summary <- function(tests, digits, max.rows) {
   cat("", strwrap(paste0("Gene-level tests (anova(fit): does the term change the gene anywhere? ",
                          "LR against chi-square; BH across genes per term):"), exdent = 2),

@@ -309,12 +309,12 @@ prediction_intervals <- function(object, points, pred_log, level, method,
                                           points$bin)
   count <- length(object$fitted.parameters)
   gradient <- matrix(gradients$gradient, ncol = count, byrow = TRUE)
-  covariance <- wisp_covariance(object)
+  covariance <- wisp_covariance_blocks(object)
   se <- vapply(seq_len(nrow(gradient)), function(i) {
     g <- gradient[i, ]
     if (anyNA(g)) return(NA_real_)
     used <- which(g != 0)
-    v <- covariance[used, used, drop = FALSE]
+    v <- covariance_rows(covariance, used)
     if (anyNA(v)) return(NA_real_)
     sqrt(max(0, drop(g[used] %*% v %*% g[used])))
   }, 0)

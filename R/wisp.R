@@ -344,8 +344,12 @@
 #'   observed animal × context × gene × treatment × bin (with `exposure`;
 #'   `pred` the expected count, `count.log` and `pred.log` on the log(1 +
 #'   rate) scale) and the population rows (`ran == "none"`); the fit also
-#'   has `exposure`, `random.sd` and `design` (which factors vary between
-#'   animals, and the animals' groups). With statistics (Wald by default
+#'   has `exposure`, `random.sd`, `design` (which factors vary between
+#'   animals, and the animals' groups) and `gene.qc`, one row per gene on
+#'   its own fit (`converged`, Newton `iterations`, the largest scaled
+#'   `gradient`, estimates `on.bound`, the `dispersion` range over contexts,
+#'   the `transitions` per context, and a `note` on why a fit stopped;
+#'   [summary.wisp()] lists the genes that need a look). With statistics (Wald by default
 #'   under `"nb"`, or from `bootstraps.num` replicates), `stats` (see
 #'   [wisp_statistics()]) and, under `"nb"` with fixed effects, `gene.tests`:
 #'   the gene-level tests of every term ([wisp_gene_tests()], as

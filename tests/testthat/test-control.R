@@ -138,3 +138,24 @@ test_that("wisp_control(trace = TRUE) keeps every Newton iteration of the fit", 
                                      control = wisp_control(trace = TRUE), verbose = FALSE)),
                class = "wisp_input_error", regexp = "trace")
 })
+
+test_that("fit$gene.qc gives each gene's own fit, and summary() lists the genes to look at", {
+  fit <- small_fit()
+  qc <- fit$gene.qc
+  expect_identical(qc$gene, fit$grouping.variables$species.lvls)
+  expect_true(all(qc$converged))
+  expect_identical(sum(qc$on.bound), as.integer(fit$fit.diagnostics$on.bound))
+  # the gene's transitions and dispersion, as the fit's own tables give them
+  chosen <- fit$structure.selection[fit$structure.selection$chosen, ]
+  expect_identical(qc$transitions, as.character(chosen$degree[match(qc$gene, chosen$species)]))
+  dispersion <- fit$fitted.parameters[paste0("dispersion_context1_", qc$gene)]
+  expect_identical(qc$dispersion, formatC(unname(dispersion), digits = 2, format = "g"))
+  expect_output(print(summary(fit)), "Genes: 2 fitted, all converged")
+  # one Newton iteration: no gene converges, and each says why it stopped
+  short <- suppressWarnings(wisp(small_counts(), model.settings = list(LRO_cost = "none"),
+                                 verbose = FALSE, fit_only = TRUE,
+                                 control = wisp_control(newton_max_iterations = 1)))
+  expect_false(any(short$gene.qc$converged))
+  expect_true(all(nzchar(short$gene.qc$note)))
+  expect_output(print(summary(short)), "Genes: 2 fitted, 0 converged.*gene1")
+})

@@ -183,6 +183,25 @@ fn count_describe_rust(plan: Raw) -> RResult<List> {
         degree = degree,
         dispersion = dispersion
     );
+    // Each gene's own fit, for the quality-control table of a panel.
+    let fits = &plan.estimate.species;
+    let species_fits = list!(
+        species = fits
+            .iter()
+            .map(|f| design.species()[f.species].as_str())
+            .collect::<Vec<&str>>(),
+        converged = fits.iter().map(|f| f.converged).collect::<Vec<bool>>(),
+        iterations = fits
+            .iter()
+            .map(|f| f.iterations as f64)
+            .collect::<Vec<f64>>(),
+        scaled_gradient = fits.iter().map(|f| f.scaled_gradient).collect::<Vec<f64>>(),
+        on_bound = fits.iter().map(|f| f.on_bound as f64).collect::<Vec<f64>>(),
+        stop = fits
+            .iter()
+            .map(|f| f.stop.clone().unwrap_or_default())
+            .collect::<Vec<String>>()
+    );
     let sd = List::from_pairs(WarpKind::ALL.iter().map(|&kind| {
         (
             kind.name(),
@@ -203,6 +222,7 @@ fn count_describe_rust(plan: Raw) -> RResult<List> {
         ("rows", rows.into()),
         ("population", population.into()),
         ("sd", sd.into()),
+        ("species_fits", species_fits.into()),
         ("exposure", r!(table.exposure_kind().name())),
         ("between", r!(between_animal_factors(model))),
         (

@@ -612,7 +612,7 @@ fn choose_exposure(
         )),
         None if has_exposure => Ok(choice(
             Exposure::Given,
-            "the data give each row's exposure (cells, or their summed sizes)",
+            "each row's cells, or their summed sizes, from the exposure column",
         )),
         Some(Exposure::Cells) if !has_cells => Err(
             "exposure = \"cells\" needs a cell-id column (the `cell` role of `variables`)".into(),
