@@ -200,7 +200,10 @@ wisp_bin <- function(counts, cells = NULL, position = "position", bins = 40, ran
     return(binned_tokens(matrix, cells, ids, bin, dropped, keep, cell))
   }
   sizes <- if (is.null(size)) NULL else cell_sizes(cells[[size]], size, dropped, fail)
-  binned_table(matrix, cells, bin, keep, sizes, breaks, position, unit, size, fail)
+  with_memory_advice(
+    binned_table(matrix, cells, bin, keep, sizes, breaks, position, unit, size, fail),
+    paste0("keep fewer metadata columns (`keep`: each makes more groups), use fewer bins, or ",
+           "bin the genes in parts (columns of the matrix) and rbind() the tables"), call = call)
 }
 
 # The counts and the cells' metadata of a SingleCellExperiment (any

@@ -16,7 +16,11 @@
 #'     keep working. Refit with [wisp()].}
 #'   \item{`wisp_system_error`}{The machine failed: `fork()`, a pipe,
 #'     `poll()`, reading or writing a file (e.g. a checkpoint), memory.
-#'     Retrying, or freeing resources, may help.}
+#'     Retrying, or freeing resources, may help. [wisp()] and [wisp_bin()]
+#'     check the memory their largest steps will hold against what the
+#'     process can get before they start them, and turn R's own allocation
+#'     failures into this class, so that running out of memory is an error
+#'     that says how much was needed and what to do, not an abort of R.}
 #'   \item{`wisp_interrupted`}{Ctrl-C (SIGINT) during work on the fork
 #'     engine: every child process was killed and reaped before it was
 #'     signalled. From [bs_batch()], its `result` element is the
@@ -79,6 +83,33 @@ stop_input <- function(..., call = sys.call(-1)) {
 
 stop_corrupt <- function(..., call = sys.call(-1)) {
   stop(wisp_condition("corrupt", paste0(...), call = call))
+}
+
+# A `wisp_system_error` when a forecast of the memory a step will hold at
+# once (`forecast`: list(bytes, available) from the Rust core) is more than
+# this process can get: the step would otherwise end in an allocation
+# failure, which aborts R when it happens in Rust.
+check_memory <- function(forecast, what, advice, call = sys.call(-1)) {
+  if (isTRUE(forecast$available)) return(invisible())
+  stop(wisp_condition("system", paste0(
+    what, " needs about ", format_bytes(forecast$bytes), " of memory at once, more than this ",
+    "process can get (its address-space limit, `ulimit -v`, or the machine's memory); ",
+    advice, "."), call = call))
+}
+
+format_bytes <- function(bytes) {
+  if (bytes >= 1e9) sprintf("%.1f GB", bytes / 1e9) else sprintf("%.0f MB", bytes / 1e6)
+}
+
+# Evaluates `expr`, turning R's own allocation failures ("cannot allocate
+# vector of size ...") into a `wisp_system_error` that says what to do.
+with_memory_advice <- function(expr, advice, call = sys.call(-1)) {
+  withCallingHandlers(expr, error = function(e) {
+    if (!inherits(e, "wisp_error") && grepl("cannot allocate", conditionMessage(e))) {
+      stop(wisp_condition("system", paste0(conditionMessage(e), ": this process ran out of ",
+                                           "memory; ", advice, "."), call = call))
+    }
+  })
 }
 
 # Evaluates `expr`; a wispack error from it gets `prefix` in front of its

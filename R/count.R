@@ -102,6 +102,13 @@ count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL,
     workers = as.double(workers)
   )
   core[names(control)] <- control
+  rows <- as.double(length(codes$contexts)) * length(codes$species) * length(codes$ran_levels) *
+    prod(lengths(codes$factor_levels)) * bins
+  check_memory(count_memory_rust(as.double(nrow(prepared$tokens)),
+                                 as.double(length(prepared$fixed_effects)), rows),
+               "the count fit", paste0(
+                 "fit fewer genes at once (subsets of `count.data`), or give a binned table ",
+                 "(wisp_bin()), whose rows are far fewer than one token per cell and gene"))
   fitted <- with_context(continue_jump(count_fit_rust(
     as.double(prepared$tokens$count), as.integer(prepared$tokens$bin),
     codes$context, codes$species_code, codes$ran, as.integer(codes$factor_codes),

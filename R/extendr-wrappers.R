@@ -39,6 +39,20 @@ bin_counts_rust <- function(values, row_index, column_pointers, rows, columns, c
 #' @noRd
 count_fit_rust <- function(count, bin, context, species, ran, factor_codes, cell, exposure, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings, progress) rust_result(.Call(wrap__count_fit_rust, count, bin, context, species, ran, factor_codes, cell, exposure, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings, progress))
 
+#' The memory a count fit of `tokens` tokens, `factors` fixed effects and
+#' `rows` summed rows will hold at once (bytes), and whether this process
+#' can have it now; R asks before it hands the tokens over, so that a fit
+#' too large for the process is an error, not an abort of R.
+#' @keywords internal
+#' @noRd
+count_memory_rust <- function(tokens, factors, rows) rust_result(.Call(wrap__count_memory_rust, tokens, factors, rows))
+
+#' Whether `bytes` of memory can be had by this process now (reserved, not
+#' touched, and given back).
+#' @keywords internal
+#' @noRd
+memory_available_rust <- function(bytes) rust_result(.Call(wrap__memory_available_rust, bytes))
+
 count_describe_rust <- function(plan) rust_result(.Call(wrap__count_describe_rust, plan))
 
 #' Ψ of the observed rows (in `count_describe_rust`'s order) and of the

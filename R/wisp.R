@@ -385,9 +385,13 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   say <- function(...) if (verbose) message(...)
 
   started <- proc.time()[["elapsed"]]
-  prepared <- prepare_count_data(count.data, variables, settings$max_bin,
-                                 missing_treatments = if (settings$likelihood == "nb") "warn" else
-                                   "error", say = say)
+  advice <- paste0("fit fewer genes at once (subsets of `count.data`), or give a binned table ",
+                   "(wisp_bin()), whose rows are far fewer than one token per cell and gene")
+  prepared <- with_memory_advice(
+    prepare_count_data(count.data, variables, settings$max_bin,
+                       missing_treatments = if (settings$likelihood == "nb") "warn" else "error",
+                       say = say),
+    advice, call = call)
   if (settings$likelihood != "nb" && !is.null(prepared$exposure)) {
     stop_input("likelihood = \"", settings$likelihood, "\" models each token (one cell's ",
                "count of one gene), but these data are binned (each row sums the cells of a ",
@@ -397,13 +401,13 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   say(fixed_effect_message(prepared$fixed_effect_info))
   progress <- stage_progress(say, verbose, max.fork)
   on.exit(progress$finish(), add = TRUE)
-  if (settings$likelihood == "nb") {
-    result <- wisp_count(prepared, settings, plot.settings, variables, call, max.fork, say,
-                         degrees, progress$report, newton)
+  result <- with_memory_advice(if (settings$likelihood == "nb") {
+    wisp_count(prepared, settings, plot.settings, variables, call, max.fork, say,
+               degrees, progress$report, newton)
   } else {
-    result <- wisp_original(prepared, settings, plot.settings, variables, call, max.fork, say,
-                            started, degrees, progress$report)
-  }
+    wisp_original(prepared, settings, plot.settings, variables, call, max.fork, say,
+                  started, degrees, progress$report)
+  }, advice, call = call)
   result$provenance <- wisp_provenance()
   if (!fit_only && bootstraps.num > 0) {
     result <- wisp_bootstrap_statistics(result, bootstraps.num, max.fork, use.median,

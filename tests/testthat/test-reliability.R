@@ -360,3 +360,56 @@ test_that("100,000-value results from 20 concurrent children arrive in bounded m
   same <- expect_no_trace(wispack:::engine_selftest(40, workers = 20, payload = 1e5))
   expect_identical(same$checksum, outcome$checksum)
 })
+
+test_that("a step that needs more memory than the process can get is a wisp_system_error", {
+  # The forecast of a count fit, by hand: per token 60 bytes of coded columns
+  # (2 factors), 40 of the table and 64 of the saved plan; 40 per summed row;
+  # a quarter more as margin.
+  forecast <- wispack:::count_memory_rust(1000, 2, 5000)
+  expect_identical(forecast$bytes, (1000 * (60 + 40 + 64) + 5000 * 40) * 1.25)
+  expect_true(forecast$available)
+  # More than any address space: refused before it is tried.
+  expect_false(wispack:::count_memory_rust(1e15, 2, 1)$available)
+  expect_error(wispack:::check_memory(wispack:::count_memory_rust(1e15, 2, 1), "the count fit",
+                                      "fit fewer genes"),
+               class = "wisp_system_error", regexp = "about 2.*e\\+05 GB|GB of memory")
+})
+
+test_that("under an address-space limit, binning and fitting fail with a classed error, and R lives on", {
+  skip_if_not(file.exists("/proc/self/status"))
+  out_file <- tempfile()
+  on.exit(unlink(out_file))
+  script <- sprintf(paste(
+    ".libPaths(%s)",
+    "suppressPackageStartupMessages(library(wispack))",
+    "catch <- function(expr) tryCatch({ expr; 'no error' }, error = function(e) class(e)[1])",
+    # 2,000 cells, each its own group (a unique id kept), x 20,000 genes:
+    # the sums need 2,000 x 20,000 x 8 bytes = 320 MB
+    "cells <- data.frame(cell = sprintf('c%%d', 1:2000), position = seq(0, 1, length.out = 2000),",
+    "                    slice = 1:2000)",
+    "counts <- Matrix::sparseMatrix(i = 1:2000, j = rep(1:20, 100), x = 1, dims = c(2000, 20000),",
+    "                               dimnames = list(cells$cell, sprintf('g%%d', 1:20000)))",
+    "binning <- catch(suppressWarnings(wisp_bin(counts, cells, bins = 10)))",
+    # a binned table whose fit needs about 500 MB: 2,000 genes x 8 animals x 2
+    # contexts x 2 genotypes x 40 bins of summed rows
+    "grid <- expand.grid(bin = 1:40, species = sprintf('g%%d', 1:2000), ran = sprintf('m%%d', 1:8),",
+    "                    context = c('L2', 'L5'), stringsAsFactors = FALSE)",
+    "grid$genotype <- ifelse(grid$ran %%in%% c('m1', 'm2', 'm3', 'm4'), 'WT', 'KO')",
+    "grid$count <- 1",
+    "grid$exposure <- 2",
+    "fitting <- catch(wisp(grid, variables = list(exposure = 'exposure'), verbose = FALSE,",
+    "                      fit_only = TRUE, degrees = 0))",
+    "saveRDS(list(binning = binning, fitting = fitting), %s)",
+    sep = "\n"), r_literal(.libPaths()), r_literal(out_file))
+  script_file <- tempfile(fileext = ".R")
+  on.exit(unlink(script_file), add = TRUE)
+  writeLines(script, script_file)
+  # 550 MB: room for R and the data, not for the sums nor the fit's forecast
+  command <- sprintf("ulimit -v %d; %s %s", 550000L, shQuote(file.path(R.home("bin"), "Rscript")),
+                     shQuote(script_file))
+  status <- system2("sh", c("-c", shQuote(command)), stdout = FALSE, stderr = FALSE, timeout = 300)
+  expect_identical(status, 0L) # R was not aborted
+  outcome <- readRDS(out_file)
+  expect_identical(outcome$binning, "wisp_system_error")
+  expect_identical(outcome$fitting, "wisp_system_error")
+})

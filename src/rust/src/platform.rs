@@ -27,6 +27,18 @@ pub(crate) const MEMORY_LIMIT: bool = cfg!(target_os = "linux");
 /// Whether the memory columns (peak RSS, PSS, private dirty) are reported.
 pub(crate) const MEMORY_FIGURES: bool = cfg!(target_os = "linux");
 
+/// Whether `bytes` of memory can be had by this process now: reserved (not
+/// touched, so it costs no memory) and given back at once. It fails where
+/// the address-space limit (`RLIMIT_AS`) or the kernel's overcommit rule
+/// would refuse the allocation, so a large allocation can be checked before
+/// it is made instead of aborting the process when it fails.
+pub(crate) fn can_allocate(bytes: u64) -> bool {
+    let Ok(bytes) = usize::try_from(bytes) else {
+        return false;
+    };
+    Vec::<u8>::new().try_reserve_exact(bytes).is_ok()
+}
+
 /// An exclusive lock on an open file, released when dropped (or when the
 /// file is closed). Other processes that lock the same file wait.
 pub(crate) struct FileLock<'a> {

@@ -88,6 +88,12 @@ fn bin_counts_rust(
             value = bad.value
         )),
         Err(BinningError::Invalid(message)) => Err(Error::input(message)),
+        Err(BinningError::Memory(bytes)) => Err(Error::system(format!(
+            "the binned table's sums need {:.0} MB of memory at once, more than this process \
+             can get; keep fewer metadata columns (`keep`: each makes more groups), use fewer \
+             bins, or bin the genes in parts (columns of the matrix) and rbind() the tables",
+            bytes as f64 / 1e6
+        ))),
     }
 }
 

@@ -337,6 +337,37 @@ fn count_fit(
     )
 }
 
+/// The memory a count fit of `tokens` tokens, `factors` fixed effects and
+/// `rows` summed rows will hold at once (bytes), and whether this process
+/// can have it now; R asks before it hands the tokens over, so that a fit
+/// too large for the process is an error, not an abort of R.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn count_memory_rust(tokens: f64, factors: f64, rows: f64) -> List {
+    let whole = |x: f64| {
+        if x.is_finite() && x > 0.0 {
+            x as u64
+        } else {
+            0
+        }
+    };
+    let bytes = crate::nb::table::fit_memory_forecast(whole(tokens), whole(factors), whole(rows));
+    list!(
+        bytes = bytes as f64,
+        available = crate::platform::can_allocate(bytes)
+    )
+}
+
+/// Whether `bytes` of memory can be had by this process now (reserved, not
+/// touched, and given back).
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn memory_available_rust(bytes: f64) -> bool {
+    bytes.is_finite() && bytes >= 0.0 && crate::platform::can_allocate(bytes as u64)
+}
+
 /// The user's `degrees`: empty (choose every curve's), or one entry per
 /// curve, context-major: a whole number 0..=20 fixes the curve's degree,
 /// NaN (R's NA) leaves it to be chosen.
@@ -522,4 +553,6 @@ pub(super) fn count_plan(bytes: &Raw) -> RResult<CountPlan> {
 extendr_module! {
     mod nb;
     fn count_fit_rust;
+    fn count_memory_rust;
+    fn memory_available_rust;
 }

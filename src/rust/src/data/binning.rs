@@ -188,6 +188,8 @@ pub(crate) enum BinningError {
     BadCount(BadCount),
     /// The inputs do not fit together (a bug of the caller, or damage).
     Invalid(String),
+    /// The sums would need more memory (bytes) than the process can get.
+    Memory(u64),
 }
 
 impl From<String> for BinningError {
@@ -265,7 +267,7 @@ pub(crate) fn bin_counts(
     let mut counts = Vec::new();
     counts
         .try_reserve_exact(entries)
-        .map_err(|_| format!("cannot allocate the {entries} sums of the binned table"))?;
+        .map_err(|_| BinningError::Memory(entries as u64 * 8))?;
     counts.resize(entries, 0.0);
     let values = matrix.values;
     let mut bad = None;

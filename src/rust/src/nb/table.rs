@@ -547,6 +547,22 @@ impl CountTable {
     }
 }
 
+/// Bytes the count fit holds at once for `tokens` tokens with `factors`
+/// fixed effects and `rows` summed rows (keys × species), with a margin: the
+/// coded token columns and their treatments, the table's per-token arrays
+/// (row, count, pool, cell or exposure) and per-row arrays, and the saved
+/// plan (its bytes and R's copy of them).
+pub(crate) fn fit_memory_forecast(tokens: u64, factors: u64, rows: u64) -> u64 {
+    let coded = 8 + 4 + 3 * 8 + 8 * factors + 8;
+    let table = 16 + 8 + 8 + 8;
+    let plan = 2 * (16 + 8 + 8);
+    let per_row = 8 * 4 + 8;
+    let bytes = tokens
+        .saturating_mul(coded + table + plan)
+        .saturating_add(rows.saturating_mul(per_row));
+    bytes.saturating_add(bytes / 4)
+}
+
 /// K = R·C·T·B, checked against overflow.
 fn key_count_of(shape: TableShape) -> Result<usize, String> {
     let TableShape {
