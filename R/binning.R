@@ -78,8 +78,10 @@
 #'   (the gene) and the kept metadata columns; its attributes `breaks`,
 #'   `position`, `unit` and `size` say how it was binned. With `format =
 #'   "tokens"`, a data.frame with one row per cell and gene: `count`, `bin`,
-#'   `species`, `cell` (the id) and the kept metadata columns. Cells with an
-#'   `NA` position are dropped with a warning.
+#'   `species`, `cell` (the id) and the kept metadata columns, with the same
+#'   attributes. Cells with an `NA` position are dropped with a warning.
+#'   [wisp()] keeps the breaks (`fit$bins`), and its figures label the
+#'   spatial axis in positions.
 #' @seealso [wisp()], whose `variables` maps the metadata columns to roles.
 #' @export
 #' @examples
@@ -197,7 +199,8 @@ wisp_bin <- function(counts, cells = NULL, position = "position", bins = 40, ran
       if (length(matrix$absent) > 1) "they get" else "it gets"), call. = FALSE)
   }
   if (format == "tokens") {
-    return(binned_tokens(matrix, cells, ids, bin, dropped, keep, cell))
+    tokens <- binned_tokens(matrix, cells, ids, bin, dropped, keep, cell)
+    return(structure(tokens, breaks = breaks, position = position, unit = unit))
   }
   sizes <- if (is.null(size)) NULL else cell_sizes(cells[[size]], size, dropped, fail)
   with_memory_advice(
@@ -521,4 +524,38 @@ position_bins <- function(values, breaks, position, ids, fail) {
       if (length(empty) > 1) "have" else "has"), call. = FALSE)
   }
   as.integer(bin)
+}
+
+# The bins of a fit's data, from the attributes wisp_bin() gives them:
+# `breaks`, `position` (the column the positions came from) and `unit`;
+# NULL for data binned elsewhere.
+data_bins <- function(count.data) {
+  breaks <- attr(count.data, "breaks")
+  if (!is.numeric(breaks) || length(breaks) < 2L || anyNA(breaks)) return(NULL)
+  list(breaks = as.numeric(breaks), position = attr(count.data, "position"),
+       unit = attr(count.data, "unit"))
+}
+
+# Positions of (fractional) bins b: bin b's centre, linear between centres.
+bin_positions <- function(bins, b) {
+  breaks <- bins$breaks
+  centres <- (breaks[-1] + breaks[-length(breaks)]) / 2
+  if (length(centres) == 1L) return(rep(centres, length(b)))
+  stats::approx(seq_along(centres), centres, b, rule = 2)$y
+}
+
+# The spatial axis of a fit's figures: in positions (the bin centres, e.g.
+# "depth (um)") when the data came from wisp_bin(), else in bins.
+bin_axis_title <- function(fit) {
+  bins <- fit$bins
+  if (is.null(bins) || is.null(bins$position)) return("bin")
+  paste0(bins$position, if (!is.null(bins$unit)) paste0(" (", bins$unit, ")"))
+}
+
+bin_axis_scale <- function(fit) {
+  bins <- fit$bins
+  if (is.null(bins)) return(NULL)
+  ggplot2::scale_x_continuous(labels = function(b) {
+    ifelse(is.na(b), NA_character_, format(signif(bin_positions(bins, b), 4), trim = TRUE))
+  })
 }

@@ -189,11 +189,11 @@ ratecount_plot <- function(fit, pages, contexts, opts) {
   p <- p + dim_bound_layers(opts)
   if (length(opts$y.lim)) p <- p + ggplot2::coord_cartesian(ylim = opts$y.lim)
   n_panels <- nlevels(d$panel)
-  p + ggplot2::facet_wrap(ggplot2::vars(.data$panel), scales = "free_y",
+  p + bin_axis_scale(fit) + ggplot2::facet_wrap(ggplot2::vars(.data$panel), scales = "free_y",
                           ncol = min(n_panels, if (n_panels <= 3) n_panels else
                             if (n_panels == 4) 2 else 3)) +
     ggplot2::labs(
-      x = "bin", y = if (isTRUE(opts$log.scale)) "log(rate + 1)" else rate_label(fit),
+      x = bin_axis_title(fit), y = if (isTRUE(opts$log.scale)) "log(rate + 1)" else rate_label(fit),
       colour = "treatment", fill = "treatment", title = "Rates and counts",
       subtitle = plot_subtitle(
         "solid: population curve",
@@ -262,9 +262,10 @@ decomposition_plot <- function(fit, species, contexts, opts, call) {
   }
   p <- p + dim_bound_layers(opts)
   if (length(opts$y.lim)) p <- p + ggplot2::coord_cartesian(ylim = opts$y.lim)
-  p + ggplot2::facet_wrap(ggplot2::vars(.data$layer), ncol = 3, drop = FALSE) +
+  p + bin_axis_scale(fit) +
+    ggplot2::facet_wrap(ggplot2::vars(.data$layer), ncol = 3, drop = FALSE) +
     ggplot2::labs(
-      x = "bin", y = if (isTRUE(opts$log.scale)) "log(rate + 1)" else rate_label(fit),
+      x = bin_axis_title(fit), y = if (isTRUE(opts$log.scale)) "log(rate + 1)" else rate_label(fit),
       colour = "treatment", fill = "treatment",
       title = sprintf("Decomposition of %s%s", gene,
                       if (length(fit$grouping.variables$context.lvls) > 1)

@@ -349,7 +349,9 @@
 #'   its own fit (`converged`, Newton `iterations`, the largest scaled
 #'   `gradient`, estimates `on.bound`, the `dispersion` range over contexts,
 #'   the `transitions` per context, and a `note` on why a fit stopped;
-#'   [summary.wisp()] lists the genes that need a look). With statistics (Wald by default
+#'   [summary.wisp()] lists the genes that need a look), and `bins` for data
+#'   from [wisp_bin()] (the bin `breaks`, the `position` column and its
+#'   `unit`; the figures label the spatial axis in positions). With statistics (Wald by default
 #'   under `"nb"`, or from `bootstraps.num` replicates), `stats` (see
 #'   [wisp_statistics()]) and, under `"nb"` with fixed effects, `gene.tests`:
 #'   the gene-level tests of every term ([wisp_gene_tests()], as
@@ -408,6 +410,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
     wisp_original(prepared, settings, plot.settings, variables, call, max.fork, say,
                   started, degrees, progress$report)
   }, advice, call = call)
+  result$bins <- data_bins(count.data)
   result$provenance <- wisp_provenance()
   if (!fit_only && bootstraps.num > 0) {
     result <- wisp_bootstrap_statistics(result, bootstraps.num, max.fork, use.median,

@@ -249,6 +249,13 @@ test_that("wisp() gives the same fit for the binned table as for the tokens", {
   expect_identical(from_binned$gene.tests$statistic, from_tokens$gene.tests$statistic)
   expect_identical(from_binned$count.data.summed[c("count", "exposure")],
                    from_tokens$count.data.summed[c("count", "exposure")])
+  # the figures speak in positions: bin b's centre, 100 um bins from 0
+  expect_identical(from_binned$bins$breaks, seq(0, 800, by = 100))
+  figure <- plot(from_binned, type = "ratecount", species = "Gad1")
+  expect_identical(figure$labels$x, "depth")
+  expect_identical(ggplot2::layer_scales(figure)$x$get_labels(c(1, 4.5, 8)),
+                   c("50", "400", "750"))
+  expect_identical(plot(from_tokens, type = "ratecount", species = "Gad1")$labels$x, "depth")
   # the saved plan of a binned fit (format 3) drives the bootstrap alike
   boot <- function(f) bs_batch(f, 3, resample = "parametric", seed = 7, progress = FALSE)
   expect_identical(boot(from_binned)$replicates, boot(from_tokens)$replicates)
