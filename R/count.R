@@ -308,12 +308,16 @@ gene_qc_table <- function(model) {
   if (is.null(fits)) return(NULL)
   span <- function(v) paste(unique(formatC(range(v), digits = 2, format = "g")), collapse = "-")
   genes <- fits$species
+  note <- fits$stop
+  totals <- tapply(model$rows$count, factor(model$rows$species, levels = genes), sum)
+  silent <- !is.na(totals) & totals == 0 & !nzchar(note)
+  note[silent] <- "no counts: every count of the gene is 0"
   data.frame(gene = genes, converged = fits$converged,
              iterations = as.integer(fits$iterations),
              gradient = fits$scaled_gradient, on.bound = as.integer(fits$on_bound),
              dispersion = vapply(genes, function(g) span(model$dispersion[g, ]), ""),
              transitions = vapply(genes, function(g) paste(model$degrees[, g], collapse = ","), ""),
-             note = fits$stop, stringsAsFactors = FALSE, row.names = NULL)
+             note = note, stringsAsFactors = FALSE, row.names = NULL)
 }
 
 # The count likelihood's fit, with progress messages.

@@ -158,4 +158,13 @@ test_that("fit$gene.qc gives each gene's own fit, and summary() lists the genes 
   expect_false(any(short$gene.qc$converged))
   expect_true(all(nzchar(short$gene.qc$note)))
   expect_output(print(summary(short)), "Genes: 2 fitted, 0 converged.*gene1")
+  # a gene never seen does not stop the others: its estimates sit on bounds
+  silent <- small_counts()
+  silent$count[silent$species == "gene2"] <- 0
+  quiet <- suppressWarnings(wisp(silent, model.settings = list(LRO_cost = "none"),
+                                 verbose = FALSE, fit_only = TRUE))
+  expect_identical(quiet$gene.qc$on.bound[1], fit$gene.qc$on.bound[1])
+  expect_gt(quiet$gene.qc$on.bound[2], 0)
+  expect_identical(quiet$gene.qc$note[2], "no counts: every count of the gene is 0")
+  expect_output(print(summary(quiet)), "estimates on a bound:.*gene2")
 })
