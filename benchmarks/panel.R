@@ -11,10 +11,11 @@
 #     quick: the 200-gene, 4-type, 96,000-cell panel of issue #26 and a
 #            50-gene x 12-type panel of 10^6 cells (about 10 minutes on 2 cores)
 #     full:  50, 100, 200 and 500 genes x 12 types x 10^6 cells, 100 bins
+#     some:  PANEL_GENES="100,500" Rscript benchmarks/panel.R some: those of full
 #   Rscript benchmarks/panel.R one GENES TYPES CELLS BINS MAX_FORK OUT.csv
 #     (one panel; what the modes run in child processes)
 #
-# Writes benchmarks/results/panel.csv (one row per panel) and prints it.
+# Writes benchmarks/results/panel_<mode>.csv (one row per panel) and prints it.
 
 args <- commandArgs(trailingOnly = TRUE)
 mode <- if (length(args)) args[1] else "quick"
@@ -65,8 +66,11 @@ simulate_panel <- function(genes, types, cells, seed = 1) {
 
 start_sampler <- function(out, interval = 0.5) {
   unlink(paste0(out, c("", ".ready", ".stop")))
+  # PANEL_TRACE=file.csv: the summed PSS over time too (where the peak is)
+  trace <- Sys.getenv("PANEL_TRACE")
   system2("python3", c(shQuote(file.path(bench_dir, "memory_sampler.py")), "--pid",
-                       Sys.getpid(), "--out", shQuote(out), "--interval", interval),
+                       Sys.getpid(), "--out", shQuote(out), "--interval", interval,
+                       if (nzchar(trace)) c("--trace", shQuote(trace))),
           wait = FALSE)
   deadline <- Sys.time() + 20
   while (!file.exists(paste0(out, ".ready"))) {
@@ -143,7 +147,10 @@ panels <- switch(mode,
   quick = data.frame(genes = c(200, 50), types = c(4, 12), cells = c(96000, 1e6),
                      bins = c(50, 100)),
   full = data.frame(genes = c(50, 100, 200, 500), types = 12, cells = 1e6, bins = 100),
-  stop("mode must be quick, full or one"))
+  # PANEL_GENES="100,500": only those panels of the full mode
+  some = data.frame(genes = as.numeric(strsplit(Sys.getenv("PANEL_GENES", "100,500"), ",")[[1]]),
+                    types = 12, cells = 1e6, bins = 100),
+  stop("mode must be quick, full, some or one"))
 rows <- list()
 for (k in seq_len(nrow(panels))) {
   p <- panels[k, ]
@@ -156,10 +163,21 @@ for (k in seq_len(nrow(panels))) {
   if (status == 0 && file.exists(out)) rows[[k]] <- utils::read.csv(out)
 }
 result <- do.call(rbind, rows)
+result$mode <- mode
+result$commit <- tryCatch(system("git rev-parse --short HEAD", intern = TRUE),
+                          error = function(e) NA_character_)
 dir.create(file.path(bench_dir, "results"), showWarnings = FALSE)
-file <- file.path(bench_dir, "results", paste0("panel", if (mode == "quick") "_quick", ".csv"))
+file <- file.path(bench_dir, "results", paste0("panel_", mode, ".csv"))
 utils::write.csv(result, file, row.names = FALSE)
 print(result)
+# Every mode's rows, for the main vignette's "A whole panel" (read from the
+# installed package).
+parts <- lapply(list.files(file.path(bench_dir, "results"), "^panel_.*\\.csv$", full.names = TRUE),
+                utils::read.csv, stringsAsFactors = FALSE)
+columns <- Reduce(intersect, lapply(parts, names))
+shipped <- do.call(rbind, lapply(parts, `[`, columns))
+utils::write.csv(shipped, file.path(dirname(bench_dir), "inst", "extdata", "panel.csv"),
+                 row.names = FALSE)
 if (nrow(result) >= 2) {
   same <- result[result$types == result$types[nrow(result)], ]
   if (nrow(same) >= 2) {

@@ -103,6 +103,10 @@ echo "== testthat with NOT_CRAN=true against the installed package"
 # one-node Slurm cluster with tools/slurm-cluster.sh (daemons on 127.0.0.1)
 # and writes to $WISPACK_SLURM_STATUS whether it could; the verdict is
 # written there at the end ("passed", "failed" or "unavailable: <reason>").
+# The real data of ../shared/data (never committed): tests find it through
+# WISPACK_SHARED_DATA, and report its absence as a line of their own.
+WISPACK_SHARED_DATA=${WISPACK_SHARED_DATA:-$repo/../shared/data}
+export WISPACK_SHARED_DATA
 WISPACK_SLURM_SCRIPT="$repo/tools/slurm-cluster.sh"
 WISPACK_SLURM_STATUS=${WISPACK_SLURM_STATUS:-$work/slurm-status}
 export WISPACK_SLURM_SCRIPT WISPACK_SLURM_STATUS
@@ -121,7 +125,10 @@ status_file <- Sys.getenv("WISPACK_SLURM_STATUS")
 slurm <- if (file.exists(status_file)) readLines(status_file, n = 1L) else "not run"
 cluster <- results$file == "test-cluster.R"
 unavailable <- startsWith(slurm, "unavailable: ")
-counted_skips <- results$skipped & !(cluster & unavailable)
+# Where the real data are absent, their test skips; reported as a line.
+real <- results$file == "test-real-data.R"
+real_absent <- any(real & results$skipped)
+counted_skips <- results$skipped & !(cluster & unavailable) & !(real & real_absent)
 failed <- sum(results$failed) + sum(results$error)
 skipped <- sum(counted_skips)
 passed <- sum(results$nb) - sum(results$failed)
@@ -137,6 +144,14 @@ if (unavailable) {
                !any(results$error[cluster]) && !any(results$skipped[cluster])) "passed" else "failed"
   cat(sprintf("Slurm cluster test: %s (%d tests in test-cluster.R, %.0f s)\n",
               toupper(slurm), sum(cluster), sum(results$real[cluster])))
+}
+if (real_absent) {
+  cat("Real data test: NOT RUN. No real data at WISPACK_SHARED_DATA =",
+      Sys.getenv("WISPACK_SHARED_DATA"), "\n")
+} else {
+  cat(sprintf("Real data test: %s (%d tests in test-real-data.R, %.0f s)\n",
+              if (any(real) && sum(results$failed[real]) == 0 && !any(results$error[real]))
+                "PASSED" else "FAILED", sum(real), sum(results$real[real])))
 }
 writeLines(slurm, status_file)
 if (failed > 0 || skipped > 0) quit(status = 1)
