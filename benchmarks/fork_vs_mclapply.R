@@ -70,28 +70,7 @@ regime_model <- function(regime) {
 # ---------------------------------------------------------------------------
 # Memory sampler: a separate python3 process polling this process's tree
 
-start_sampler <- function(out, trace = NULL, interval = 0.01) {
-  unlink(paste0(out, c("", ".ready", ".stop")))
-  args <- c(shQuote(file.path(bench_dir, "memory_sampler.py")), "--pid", Sys.getpid(),
-            "--out", shQuote(out), "--interval", interval)
-  if (!is.null(trace)) args <- c(args, "--trace", shQuote(trace))
-  system2("python3", args, wait = FALSE)
-  deadline <- Sys.time() + 20
-  while (!file.exists(paste0(out, ".ready"))) {
-    if (Sys.time() > deadline) stop("memory sampler did not start")
-    Sys.sleep(0.005)
-  }
-}
-
-stop_sampler <- function(out) {
-  file.create(paste0(out, ".stop"))
-  deadline <- Sys.time() + 30
-  while (!file.exists(out)) {
-    if (Sys.time() > deadline) stop("memory sampler did not finish")
-    Sys.sleep(0.005)
-  }
-  utils::read.csv(out)
-}
+source(file.path(bench_dir, "memory_sampler.R"))
 
 # ---------------------------------------------------------------------------
 # Arms: each returns list(t = estimates, diagnostics = per-replicate rows,

@@ -82,26 +82,7 @@ available_gb <- function() {
   as.numeric(sub("[^0-9]*([0-9]+).*", "\\1", grep("^MemAvailable:", info, value = TRUE))) / 1024^2
 }
 
-start_sampler <- function(out, interval) {
-  unlink(paste0(out, c("", ".ready", ".stop")))
-  system2("python3", c(shQuote(file.path(bench_dir, "memory_sampler.py")), "--pid", Sys.getpid(),
-                       "--out", shQuote(out), "--interval", interval), wait = FALSE)
-  deadline <- Sys.time() + 60
-  while (!file.exists(paste0(out, ".ready"))) {
-    if (Sys.time() > deadline) stop("memory sampler did not start")
-    Sys.sleep(0.005)
-  }
-}
-
-stop_sampler <- function(out) {
-  file.create(paste0(out, ".stop"))
-  deadline <- Sys.time() + 60
-  while (!file.exists(out)) {
-    if (Sys.time() > deadline) stop("memory sampler did not finish")
-    Sys.sleep(0.005)
-  }
-  utils::read.csv(out)
-}
+source(file.path(bench_dir, "memory_sampler.R"))
 
 run_arm <- function(arm, fit, B, K, seed) {
   bs <- function(...) bs_batch(fit, B, K, progress = FALSE, seed = seed, ...)
@@ -215,7 +196,7 @@ run_main <- function(args) {
       order <- arms[(seq_along(arms) + r - 2) %% length(arms) + 1]
       for (arm in order) {
         invisible(gc())
-        if (memory_run) start_sampler(sampler_out, interval)
+        if (memory_run) start_sampler(sampler_out, interval = interval)
         value <- run_arm(arm, fit, B, K, seed)
         memory <- if (memory_run) stop_sampler(sampler_out) else NULL
         d <- value$boot$diagnostics

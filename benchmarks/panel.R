@@ -64,30 +64,7 @@ simulate_panel <- function(genes, types, cells, seed = 1) {
   list(counts = counts, cells = metadata)
 }
 
-start_sampler <- function(out, interval = 0.5) {
-  unlink(paste0(out, c("", ".ready", ".stop")))
-  # PANEL_TRACE=file.csv: the summed PSS over time too (where the peak is)
-  trace <- Sys.getenv("PANEL_TRACE")
-  system2("python3", c(shQuote(file.path(bench_dir, "memory_sampler.py")), "--pid",
-                       Sys.getpid(), "--out", shQuote(out), "--interval", interval,
-                       if (nzchar(trace)) c("--trace", shQuote(trace))),
-          wait = FALSE)
-  deadline <- Sys.time() + 20
-  while (!file.exists(paste0(out, ".ready"))) {
-    if (Sys.time() > deadline) stop("memory sampler did not start")
-    Sys.sleep(0.01)
-  }
-}
-
-stop_sampler <- function(out) {
-  file.create(paste0(out, ".stop"))
-  deadline <- Sys.time() + 30
-  while (!file.exists(out)) {
-    if (Sys.time() > deadline) stop("memory sampler did not finish")
-    Sys.sleep(0.01)
-  }
-  utils::read.csv(out)
-}
+source(file.path(bench_dir, "memory_sampler.R"))
 
 run_one <- function(genes, types, cells, bins, max_fork, out) {
   suppressPackageStartupMessages({
@@ -100,7 +77,10 @@ run_one <- function(genes, types, cells, bins, max_fork, out) {
   nonzero <- length(panel$counts@x) / (as.double(genes) * cells)
   matrix_mb <- as.numeric(utils::object.size(panel$counts)) / 2^20
   sampler <- tempfile(fileext = ".csv")
-  start_sampler(sampler)
+  # every 0.5 s: faster polling of smaps_rollup contends for the page-table
+  # lock of a large process and slows it; PANEL_TRACE=file.csv: the summed
+  # PSS over time too (where the peak is)
+  start_sampler(sampler, trace = Sys.getenv("PANEL_TRACE"), interval = 0.5)
   t0 <- proc.time()[["elapsed"]]
   binned <- wisp_bin(panel$counts, panel$cells, position = "depth", bins = bins,
                      range = c(0, 1000), keep = c("type", "mouse", "genotype", "hemisphere"),

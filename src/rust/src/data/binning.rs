@@ -331,6 +331,17 @@ mod tests {
         }
     }
 
+    /// The dense 4 cells x 3 genes matrix, cells in its rows.
+    fn dense(values: &[f64]) -> CountMatrix<'_> {
+        CountMatrix {
+            layout: MatrixLayout::Dense,
+            values: MatrixValues::Real(values),
+            rows: 4,
+            columns: 3,
+            cells_in_columns: false,
+        }
+    }
+
     fn placement<'a>(size: &'a [f64]) -> CellPlacement<'a> {
         CellPlacement {
             slot: &SLOT,
@@ -342,13 +353,7 @@ mod tests {
 
     #[test]
     fn dense_cells_in_rows_sums_by_hand() {
-        let matrix = CountMatrix {
-            layout: MatrixLayout::Dense,
-            values: MatrixValues::Real(&DENSE_CELLS_IN_ROWS),
-            rows: 4,
-            columns: 3,
-            cells_in_columns: false,
-        };
+        let matrix = dense(&DENSE_CELLS_IN_ROWS);
         assert_eq!(bin_counts(matrix, placement(&[])).unwrap(), expected());
     }
 
@@ -376,13 +381,7 @@ mod tests {
 
     #[test]
     fn sizes_sum_into_the_exposure() {
-        let matrix = CountMatrix {
-            layout: MatrixLayout::Dense,
-            values: MatrixValues::Real(&DENSE_CELLS_IN_ROWS),
-            rows: 4,
-            columns: 3,
-            cells_in_columns: false,
-        };
+        let matrix = dense(&DENSE_CELLS_IN_ROWS);
         let sizes = [0.5, 1.5, 2.0, 9.0, 0.25];
         let binned = bin_counts(matrix, placement(&sizes)).unwrap();
         assert_eq!(binned.exposure, vec![2.0, 2.25]);
@@ -394,13 +393,7 @@ mod tests {
     fn a_bad_count_is_reported_with_its_place() {
         let mut values = DENSE_CELLS_IN_ROWS;
         values[5] = 1.5; // cell 2, gene 2
-        let matrix = CountMatrix {
-            layout: MatrixLayout::Dense,
-            values: MatrixValues::Real(&values),
-            rows: 4,
-            columns: 3,
-            cells_in_columns: false,
-        };
+        let matrix = dense(&values);
         let Err(BinningError::BadCount(bad)) = bin_counts(matrix, placement(&[])) else {
             panic!("a fractional count must be refused");
         };
@@ -440,13 +433,7 @@ mod tests {
             metadata_row: &[0, 1, 2, 7],
             ..placement(&[])
         };
-        let matrix = CountMatrix {
-            layout: MatrixLayout::Dense,
-            values: MatrixValues::Real(&DENSE_CELLS_IN_ROWS),
-            rows: 4,
-            columns: 3,
-            cells_in_columns: false,
-        };
+        let matrix = dense(&DENSE_CELLS_IN_ROWS);
         assert!(bin_counts(matrix, bad_meta).is_err());
     }
 }
