@@ -410,6 +410,9 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
     wisp_original(prepared, settings, plot.settings, variables, call, max.fork, say,
                   started, degrees, progress$report)
   }, advice, call = call)
+  # The coded tokens are not needed after the fit: free them before the
+  # statistics and gene-level tests, whose peaks add to theirs on a panel.
+  rm(prepared)
   result$bins <- data_bins(count.data)
   result$provenance <- wisp_provenance()
   if (!fit_only && bootstraps.num > 0) {

@@ -202,7 +202,7 @@ test_that("a sparse, dense, long, SingleCellExperiment or Seurat input gives the
 
   sce <- SingleCellExperiment::SingleCellExperiment(
     assays = list(counts = genes_by_cells),
-    colData = S4Vectors::DataFrame(cells[, c("depth", keep)], row.names = cells$cell_id))
+    colData = data.frame(cells[, c("depth", keep)], row.names = cells$cell_id))
   expect_identical(bin(sce, NULL), dense)
   expect_error(bin(sce, NULL, assay = "logcounts"), class = "wisp_input_error",
                regexp = "no assay 'logcounts'.*'counts'")
