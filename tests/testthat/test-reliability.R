@@ -379,37 +379,43 @@ test_that("under an address-space limit, binning and fitting fail with a classed
   skip_if_not(file.exists("/proc/self/status"))
   out_file <- tempfile()
   on.exit(unlink(out_file))
+  # Data small for R but far too large for the limit in the Rust core: the
+  # binned sums of 2,000 cells (each its own group, a unique id kept) x
+  # 200,000 genes need 3.2 GB; the fit of one row for each of 20,000 genes
+  # has 2 contexts x 20,000 genes x 8 animals x 4 treatments x 100 bins =
+  # 128 million summed rows, about 6 GB by the forecast.
   script <- sprintf(paste(
     ".libPaths(%s)",
-    "suppressPackageStartupMessages(library(wispack))",
+    "outcome <- list(binning = 'not run', fitting = 'not run')",
     "catch <- function(expr) tryCatch({ expr; 'no error' }, error = function(e) class(e)[1])",
-    # 2,000 cells, each its own group (a unique id kept), x 20,000 genes:
-    # the sums need 2,000 x 20,000 x 8 bytes = 320 MB
-    "cells <- data.frame(cell = sprintf('c%%d', 1:2000), position = seq(0, 1, length.out = 2000),",
-    "                    slice = 1:2000)",
-    "counts <- Matrix::sparseMatrix(i = 1:2000, j = rep(1:20, 100), x = 1, dims = c(2000, 20000),",
-    "                               dimnames = list(cells$cell, sprintf('g%%d', 1:20000)))",
-    "binning <- catch(suppressWarnings(wisp_bin(counts, cells, bins = 10)))",
-    # a binned table whose fit needs about 500 MB: 2,000 genes x 8 animals x 2
-    # contexts x 2 genotypes x 40 bins of summed rows
-    "grid <- expand.grid(bin = 1:40, species = sprintf('g%%d', 1:2000), ran = sprintf('m%%d', 1:8),",
-    "                    context = c('L2', 'L5'), stringsAsFactors = FALSE)",
-    "grid$genotype <- ifelse(grid$ran %%in%% c('m1', 'm2', 'm3', 'm4'), 'WT', 'KO')",
-    "grid$count <- 1",
-    "grid$exposure <- 2",
-    "fitting <- catch(wisp(grid, variables = list(exposure = 'exposure'), verbose = FALSE,",
-    "                      fit_only = TRUE, degrees = 0))",
-    "saveRDS(list(binning = binning, fitting = fitting), %s)",
+    "tryCatch({",
+    "  suppressPackageStartupMessages(library(wispack))",
+    "  cells <- data.frame(cell = sprintf('c%%d', 1:2000), position = seq(0, 1, length.out = 2000),",
+    "                      slice = 1:2000)",
+    "  counts <- Matrix::sparseMatrix(i = 1:2000, j = 1:2000, x = 1, dims = c(2000, 200000),",
+    "                                 dimnames = list(cells$cell, sprintf('g%%d', 1:200000)))",
+    "  outcome$binning <- catch(suppressWarnings(wisp_bin(counts, cells, bins = 10)))",
+    "  g <- 1:20000",
+    "  rows <- data.frame(count = 1, exposure = 2, bin = g %%%% 100 + 1,",
+    "                     species = sprintf('g%%d', g), ran = sprintf('m%%d', g %%%% 8 + 1),",
+    "                     context = c('L2', 'L5')[g %%%% 2 + 1],",
+    "                     hemisphere = c('left', 'right')[(g %%/%% 2) %%%% 2 + 1])",
+    "  rows$genotype <- ifelse(rows$ran %%in%% c('m1', 'm2', 'm3', 'm4'), 'WT', 'KO')",
+    "  outcome$fitting <- catch(suppressWarnings(wisp(rows, variables = list(exposure = 'exposure'),",
+    "                                                 verbose = FALSE, fit_only = TRUE, degrees = 0)))",
+    "}, error = function(e) outcome$setup <<- conditionMessage(e))",
+    "saveRDS(outcome, %s)",
     sep = "\n"), r_literal(.libPaths()), r_literal(out_file))
   script_file <- tempfile(fileext = ".R")
   on.exit(unlink(script_file), add = TRUE)
   writeLines(script, script_file)
-  # 550 MB: room for R and the data, not for the sums nor the fit's forecast
-  command <- sprintf("ulimit -v %d; %s %s", 550000L, shQuote(file.path(R.home("bin"), "Rscript")),
+  # 1.5 GB: room for R and the data, not for the sums nor the fit's forecast
+  command <- sprintf("ulimit -v %d; %s %s", 1500000L, shQuote(file.path(R.home("bin"), "Rscript")),
                      shQuote(script_file))
   status <- system2("sh", c("-c", shQuote(command)), stdout = FALSE, stderr = FALSE, timeout = 300)
   expect_identical(status, 0L) # R was not aborted
   outcome <- readRDS(out_file)
+  expect_null(outcome$setup)
   expect_identical(outcome$binning, "wisp_system_error")
   expect_identical(outcome$fitting, "wisp_system_error")
 })
