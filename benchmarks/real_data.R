@@ -46,7 +46,7 @@ counts <- Matrix::Matrix(t(dense), sparse = TRUE)
 rm(dense)
 bin_seconds <- system.time(
   binned <- wisp_bin(counts, cells, position = "bin", bins = seq(0.5, 100.5, by = 1),
-                     cell = "cell_num", unit = "bins of the laminar axis")
+                     cell = "cell_num")
 )[["elapsed"]]
 variables <- list(ran = "mouse", context = context, fixedeffects = c("hemisphere", "age"))
 cat(sprintf("%s tokens; binned table of %s rows in %.2f s\n",
