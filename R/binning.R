@@ -282,10 +282,6 @@ count_matrix <- function(counts, ids, fail) {
   if (is.null(names)) names <- list(NULL, NULL)
   in_columns <- !is.null(names[[2]]) && all(names[[2]] %in% ids) &&
     !(!is.null(names[[1]]) && all(names[[1]] %in% ids))
-  if (!in_columns && is.null(names[[1]]) && !is.null(names[[2]]) && ncol(counts) == length(ids) &&
-      nrow(counts) != length(ids)) {
-    in_columns <- FALSE # genes in the columns, cells in order in the rows
-  }
   genes <- if (in_columns) names[[1]] else names[[2]]
   cell_ids <- if (in_columns) names[[2]] else names[[1]]
   n_cells <- if (in_columns) ncol(counts) else nrow(counts)
