@@ -55,9 +55,6 @@ future_replicates <- function(plan, seed, replicates, chunk_size, resources, tri
   workers <- future::nbrOfWorkers()
   size <- future_chunk_size(length(replicates), workers, chunk_size)
   chunks <- unname(split(seq_along(replicates), (seq_along(replicates) - 1L) %/% size))
-  # Launch no more futures than there are workers, so that none blocks
-  # waiting for a free worker while finished chunks wait to be collected.
-  slots <- if (is.finite(workers)) max(1L, as.integer(workers)) else length(chunks)
   make_future <- future_maker(resources)
   kill <- as.integer(getOption("wispack.inject_faults", list())$kill)
 
@@ -87,20 +84,43 @@ future_replicates <- function(plan, seed, replicates, chunk_size, resources, tri
     })
   }
 
+  future_chunks(
+    length(chunks),
+    launch = function(k) {
+      make_future(replicates[chunks[[k]]], plan, seed, trim_memory, kill, resample,
+                  memory_per_replicate)
+    },
+    collect = function(k, chunk_rows) {
+      if (!is.list(chunk_rows) || length(chunk_rows) != length(chunks[[k]])) {
+        chunk_rows <- failed(k, simpleError("the future returned no replicate results"))
+      }
+      finish(k, chunk_rows)
+    },
+    fail = function(k, error) finish(k, failed(k, error)),
+    call = call
+  )
+  c(replicate_table(rows, parameter_count), list(checkpoint_error = checkpoint_error))
+}
+
+# The one loop of the future backends (bs_batch() and wisp()): futures 1..n
+# started by `launch(k)`, no more at once than the plan has workers (so that
+# none blocks waiting for a free worker while finished ones wait to be
+# collected), each collected in this session as it finishes: `collect(k,
+# value)`, or `fail(k, error)` when its future failed (its job was killed,
+# exceeded its memory or time, could not be submitted, or its worker died).
+future_chunks <- function(n, launch, collect, fail, call = sys.call(-1)) {
+  workers <- future::nbrOfWorkers()
+  slots <- if (is.finite(workers)) max(1L, as.integer(workers)) else n
   running <- list()
   unanswered <- list() # when resolved() first failed, by chunk
   launched <- 0L
   wait <- 0.02
-  while (launched < length(chunks) || length(running)) {
-    while (length(running) < slots && launched < length(chunks)) {
+  while (launched < n || length(running)) {
+    while (length(running) < slots && launched < n) {
       launched <- launched + 1L
-      job <- tryCatch(
-        make_future(replicates[chunks[[launched]]], plan, seed, trim_memory, kill, resample,
-                    memory_per_replicate),
-        error = identity
-      )
+      job <- tryCatch(launch(launched), error = identity)
       if (inherits(job, "error")) {
-        finish(launched, failed(launched, job))
+        fail(launched, job)
       } else {
         running[[as.character(launched)]] <- job
       }
@@ -120,17 +140,16 @@ future_replicates <- function(plan, seed, replicates, chunk_size, resources, tri
     }, names(running))
     for (key in done) {
       k <- as.integer(key)
-      chunk_rows <- tryCatch(future::value(running[[key]]), error = function(e) {
+      error <- NULL
+      value <- tryCatch(future::value(running[[key]]), error = function(e) {
         # A worker that cannot load wispack is a setup problem, not a failed
-        # replicate: every chunk would fail the same way.
+        # chunk: every chunk would fail the same way.
         e <- worker_library_error(e, call = call)
         if (inherits(e, "wisp_error")) stop(e)
-        failed(k, e)
+        error <<- e
+        NULL
       })
-      if (!is.list(chunk_rows) || length(chunk_rows) != length(chunks[[k]])) {
-        chunk_rows <- failed(k, simpleError("the future returned no replicate results"))
-      }
-      finish(k, chunk_rows)
+      if (is.null(error)) collect(k, value) else fail(k, error)
       running[[key]] <- NULL
       unanswered[[key]] <- NULL
     }
@@ -141,20 +160,35 @@ future_replicates <- function(plan, seed, replicates, chunk_size, resources, tri
       wait <- 0.02
     }
   }
-  c(replicate_table(rows, parameter_count), list(checkpoint_error = checkpoint_error))
+  invisible()
 }
 
-# A function that starts the future of one chunk on the current plan. With
-# `resources`, the future is made by the plan's own constructor with them
-# merged into the plan's resources (future() does not pass them on); the
-# plan itself is not changed.
-future_maker <- function(resources) {
+# A function(expr, globals, label) that starts a future of `expr` on the
+# current plan, with wispack attached. With `resources`, the future is made
+# by the plan's own constructor with them merged into the plan's resources
+# (future() does not pass them on); the plan itself is not changed.
+future_launcher <- function(resources) {
   strategy <- NULL
   if (length(resources)) {
     strategy <- future::plan("next")
     planned <- tryCatch(eval(formals(strategy)$resources, baseenv()), error = function(e) NULL)
     resources <- utils::modifyList(if (is.list(planned)) planned else list(), resources)
   }
+  function(expr, globals, label) {
+    if (is.null(strategy)) {
+      future::future(expr, substitute = FALSE, globals = globals, packages = "wispack",
+                     label = label)
+    } else {
+      strategy(expr, substitute = FALSE, globals = globals, packages = "wispack",
+               label = label, resources = resources)
+    }
+  }
+}
+
+# A function that starts the future of one chunk of replicates on the
+# current plan (see future_launcher()).
+future_maker <- function(resources) {
+  launch <- future_launcher(resources)
   function(chunk, plan, seed, trim_memory, kill, resample, memory_per_replicate = FALSE) {
     globals <- list(run_replicate_chunk = run_replicate_chunk, replicates = chunk, plan = plan,
                     seed = seed, trim_memory = trim_memory, kill = kill,
@@ -167,13 +201,7 @@ future_maker <- function(resources) {
     } else {
       paste0("wispack-", chunk[1], "-", chunk[length(chunk)])
     }
-    if (is.null(strategy)) {
-      future::future(expr, substitute = FALSE, globals = globals, packages = "wispack",
-                     label = label)
-    } else {
-      strategy(expr, substitute = FALSE, globals = globals, packages = "wispack",
-               label = label, resources = resources)
-    }
+    launch(expr, globals, label)
   }
 }
 

@@ -79,9 +79,11 @@ degree_vector <- function(degrees, contexts, species, call = sys.call(-1)) {
 # `progress` is NULL or function(stage, done, total), called as each fit of
 # the grid search ("grid") and each gene ("fit") ends (see stage_progress()).
 # `control` holds the Newton fit's limits (wisp_control_settings(); absent
-# entries keep the core's defaults).
+# entries keep the core's defaults). `apart` (NULL, or a list of `backend`,
+# `checkpoint`, `chunk.size`, `resources`) fits every gene on its own first,
+# resumably or on futures (fit_genes_apart()).
 count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL,
-                      progress = NULL, control = list()) {
+                      progress = NULL, control = list(), apart = NULL, call = sys.call(-1)) {
   codes <- coded_tokens(prepared$tokens, prepared$fixed_effects)
   time_series_index <- if (is.null(prepared$time_series)) -1L else
     match(prepared$time_series, prepared$fixed_effects) - 1L
@@ -109,15 +111,30 @@ count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL,
                "the count fit", paste0(
                  "fit fewer genes at once (subsets of `count.data`), or give a binned table ",
                  "(wisp_bin()), whose rows are far fewer than one token per cell and gene"))
-  fitted <- with_context(continue_jump(count_fit_rust(
+  data <- list(
     as.double(prepared$tokens$count), as.integer(prepared$tokens$bin),
     codes$context, codes$species_code, codes$ran, as.integer(codes$factor_codes),
     if (is.null(prepared$cells)) integer() else as.integer(prepared$cells),
     if (is.null(prepared$exposure)) double() else prepared$exposure,
     codes$contexts, codes$species, codes$ran_levels, as.character(prepared$fixed_effects),
-    unname(codes$factor_levels), as.integer(time_series_index), as.integer(bins), core,
-    progress
-  )), "cannot fit the model: ")
+    unname(codes$factor_levels), as.integer(time_series_index), as.integer(bins)
+  )
+  apart_seconds <- NULL
+  if (!is.null(apart)) {
+    started <- proc.time()[["elapsed"]]
+    core$species_works <- fit_genes_apart(data, core, apart, workers, progress, call)
+    apart_seconds <- proc.time()[["elapsed"]] - started
+  }
+  fitted <- with_context(continue_jump(do.call(count_fit_rust, c(data, list(core, progress)))),
+                         "cannot fit the model: ")
+  if (!is.null(apart_seconds)) {
+    # The genes' structure steps and fits took place apart, before this
+    # call put them together: their time is the stage's.
+    fitted$structure_seconds <- apart_seconds
+    for (column in c("fit.seconds", "seconds")) {
+      fitted$diagnostics[[column]] <- fitted$diagnostics[[column]] + apart_seconds
+    }
+  }
   if (!is.null(fitted$grid)) {
     fitted$grid <- as.data.frame(fitted$grid, stringsAsFactors = FALSE)
     fitted$grid$NLL <- fitted$grid$neg_loglik
@@ -322,10 +339,11 @@ gene_qc_table <- function(model) {
 
 # The count likelihood's fit, with progress messages.
 wisp_count <- function(prepared, settings, plot.settings, variables, call, workers, say,
-                       degrees, progress = NULL, control = list()) {
+                       degrees, progress = NULL, control = list(), apart = NULL) {
   t0 <- proc.time()[["elapsed"]]
   bins <- if (settings$max_bin > 0) settings$max_bin else NULL
-  fitted <- count_fit(prepared, settings, workers, degrees, bins, progress, control)
+  fitted <- count_fit(prepared, settings, workers, degrees, bins, progress, control, apart,
+                      call)
   result <- wisp_count_result(fitted, settings, plot.settings, variables, call)
   groups <- result$grouping.variables
   say(sprintf("Data: %s, %s, %s, %s, %s.",

@@ -39,6 +39,46 @@ bin_counts_rust <- function(values, row_index, column_pointers, rows, columns, c
 #' @noRd
 count_fit_rust <- function(count, bin, context, species, ran, factor_codes, cell, exposure, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings, progress) rust_result(.Call(wrap__count_fit_rust, count, bin, context, species, ran, factor_codes, cell, exposure, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings, progress))
 
+#' The task of fitting every species of the data on its own (the arguments
+#' of [`count_fit_rust`]; `settings$structure` must resolve to
+#' "likelihood"): `task` (raw, checksummed), `key` (its fingerprint, in
+#' hex: a checkpoint's key) and `species` (labels, in task order).
+#' @keywords internal
+#' @noRd
+count_species_task_rust <- function(count, bin, context, species, ran, factor_codes, cell, exposure, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings) rust_result(.Call(wrap__count_species_task_rust, count, bin, context, species, ran, factor_codes, cell, exposure, context_levels, species_levels, ran_levels, factor_names, factor_levels, time_series, bins, settings))
+
+#' The task of some species of a task (0-based indices): what one future
+#' of `wisp(backend = "future")` receives.
+#' @keywords internal
+#' @noRd
+count_species_subtask_rust <- function(task, species) rust_result(.Call(wrap__count_species_subtask_rust, task, species))
+
+#' Chooses the structure of species `species` (0-based indices) of `task`
+#' and fits them, each on its own, on `workers` forked workers (in this
+#' process with one): a list of raw vectors, one species' work each, in the
+#' order asked. With a `checkpoint` path (a fit's checkpoint opened by
+#' `fit_checkpoint_open_rust`), each species' work is appended to it, under
+#' the checkpoint `key`, by the process that made it, as it ends.
+#' `progress(stage, done, total)` hears stage "species". A species whose
+#' fit fails stops the run with its error (the others in the checkpoint
+#' are kept).
+#' @keywords internal
+#' @noRd
+count_species_fit_rust <- function(task, species, workers, checkpoint, key, progress) rust_result(.Call(wrap__count_species_fit_rust, task, species, workers, checkpoint, key, progress))
+
+#' Opens (creating or repairing) a fit's checkpoint: per species record,
+#' `key` (hex), `species` and `work` (raw, as `count_species_fit_rust`
+#' gives it), and the damaged byte ranges dropped (`damage_length`).
+#' @keywords internal
+#' @noRd
+fit_checkpoint_open_rust <- function(path) rust_result(.Call(wrap__fit_checkpoint_open_rust, path))
+
+#' Appends one species' work (raw, from `count_species_fit_rust`) to a
+#' fit's checkpoint under `key`, durably.
+#' @keywords internal
+#' @noRd
+fit_checkpoint_append_rust <- function(path, key, work) rust_result(.Call(wrap__fit_checkpoint_append_rust, path, key, work))
+
 #' The memory a count fit of `tokens` tokens, `factors` fixed effects and
 #' `rows` summed rows will hold at once (bytes), and whether this process
 #' can have it now; R asks before it hands the tokens over, so that a fit

@@ -28,6 +28,10 @@ stage_progress <- function(say, progress, workers, envir = parent.frame()) {
     total <- as.integer(total)
     unit <- switch(stage, grid = "change-point structure", structure = , reselect = "curve",
                    "gene")
+    if (identical(stage, "kept")) {
+      say(sprintf("Checkpoint: %d of %s fitted already.", done, count_noun(total, unit)))
+      return(invisible())
+    }
     # The original's one fit of every gene: a step, without messages.
     if (identical(stage, "joint")) say <- function(...) invisible()
     if (done == 0L) {
@@ -40,6 +44,7 @@ stage_progress <- function(say, progress, workers, envir = parent.frame()) {
                          structure = "Structure (degrees by BIC, random effects at 0)",
                          warps = "Structure: random effects of that choice",
                          reselect = "Structure (degrees by BIC, random effects held)",
+                         species = "Structure and fit, gene by gene",
                          "Fit"),
                   count_noun(total, unit),
                   if (workers > 1 && total > 1) {

@@ -191,6 +191,42 @@
 #'   (the defaults of the package's core). Setting any of them under
 #'   `likelihood = "original"` is an error: its L-BFGS fit is controlled by
 #'   `model.settings$ctol` and `max_evals`.
+#' @param backend Where the genes are fitted: `"fork"` (default) on
+#'   `max.fork` worker processes of this machine (in this process with one),
+#'   or `"future"` on whatever [future::plan()] you set (multisession,
+#'   cluster, future.batchtools on Slurm, ...), one future per chunk of
+#'   `chunk.size` genes. Under `likelihood = "nb"` with the default structure
+#'   selection only; see "Panels".
+#' @param checkpoint `NULL`, or the path of a file that makes the fit
+#'   resumable: each gene's structure selection and fit is appended to it as
+#'   it ends, and a rerun with the same data, settings and path fits only the
+#'   genes it lacks. Same format guarantees as [bs_batch()]'s checkpoint
+#'   (checksummed, durable appends; damaged stretches dropped with a warning
+#'   of class `wisp_checkpoint_warning`); a checkpoint of other data or
+#'   settings, or a bootstrap's, is an error. See "Panels".
+#' @param chunk.size Genes per future (backend `"future"`); `NULL`: one
+#'   chunk per worker of the plan.
+#' @param resources Named list of resources for the futures' jobs on a
+#'   future.batchtools plan (backend `"future"`), as in [bs_batch()].
+#'
+#' @section Panels:
+#' Under the count likelihood with the default structure selection, genes
+#' are independent: a gene's transitions are chosen, its animals' warps
+#' estimated and its curves fitted from its own counts. With a
+#' `checkpoint`, or `backend = "future"`, `wisp()` therefore runs each gene's
+#' structure selection and fit as a task of its own (on `max.fork` forked
+#' workers, or one future per chunk of genes, each sent only its genes'
+#' summed rows), keeps each finished gene in the checkpoint, and then puts
+#' the genes together: the fit is identical to the one of all genes at
+#' once, whatever the backend, the chunks or the interruptions (tested).
+#' The statistics and the gene-level tests that follow run in this session
+#' (on `max.fork` workers). A chunk whose future fails (its job was killed,
+#' ran out of memory or time) stops the fit with an error of class
+#' `wisp_system_error` that names its genes, after the others were collected
+#' and checkpointed: rerun with the same `checkpoint` to fit only those.
+#' `wisp(backend = "future")` needs the future package; a Slurm template for
+#' future.batchtools is shipped: `system.file("templates", "slurm.tmpl",
+#' package = "wispack")`.
 #'
 #' @details `model.settings` (defaults in parentheses; the package's Rust
 #'   core holds them, see `wispack:::wisp_default_model_settings()`):
@@ -258,7 +294,9 @@
 #' which of them look like ids rather than treatments), each stage
 #' as it starts (the structure selection with the number of curves, or the
 #' grid search with the number of distinct change-point structures it fits;
-#' the fit with the number of genes), how many of them have been fitted
+#' the fit with the number of genes; with a checkpoint or
+#' `backend = "future"`, one stage for every gene's structure and fit, after
+#' the number of genes the checkpoint already held), how many of them have been fitted
 #' (at the end, and for more than 4 at most every quarter), and a summary of each
 #' stage. With the progressr package installed it also signals one
 #' progress step per curve of the structure selection or structure of the
@@ -369,7 +407,8 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
                  bootstraps.num = 0, converged.resamples.only = TRUE, max.fork = 1,
                  verbose = TRUE, model.settings = list(), MCMC.settings = list(),
                  plot.settings = list(), ran.seed = 1234, degrees = NULL,
-                 control = wisp_control()) {
+                 control = wisp_control(), backend = c("fork", "future"), checkpoint = NULL,
+                 chunk.size = NULL, resources = NULL) {
   call <- match.call()
   check_flag(fit_only, "fit_only")
   check_flag(use.median, "use.median")
@@ -384,6 +423,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   wisp_mcmc_settings(MCMC.settings)
   plot.settings <- wisp_plot_settings(plot.settings)
   if (!is.null(ran.seed)) check_whole_number(ran.seed, "ran.seed", lower = -.Machine$integer.max)
+  apart <- check_genes_apart(backend, checkpoint, chunk.size, resources, settings, call = call)
   say <- function(...) if (verbose) message(...)
 
   started <- proc.time()[["elapsed"]]
@@ -405,7 +445,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   on.exit(progress$finish(), add = TRUE)
   result <- with_memory_advice(if (settings$likelihood == "nb") {
     wisp_count(prepared, settings, plot.settings, variables, call, max.fork, say,
-               degrees, progress$report, newton)
+               degrees, progress$report, newton, apart)
   } else {
     wisp_original(prepared, settings, plot.settings, variables, call, max.fork, say,
                   started, degrees, progress$report)

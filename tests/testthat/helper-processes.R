@@ -67,3 +67,11 @@ with_faults <- function(faults) {
   wispack:::inject_faults(faults)
 }
 no_faults <- function() wispack:::inject_faults(list())
+
+# A multisession plan of `workers` for the rest of the calling test.
+local_multisession <- function(workers, envir = parent.frame()) {
+  old_plan <- future::plan(future::multisession, workers = workers)
+  # Back to sequential first, which shuts the workers down.
+  do.call(on.exit, list(quote(future::plan(future::sequential)), add = TRUE), envir = envir)
+  invisible(old_plan)
+}

@@ -129,6 +129,31 @@ test_that("on Slurm, a killed job's replicates fail with its reason and a rerun 
   expect_identical(resumed$diagnostics$pid[-(3:4)], failed$diagnostics$pid[-(3:4)])
 })
 
+test_that("on Slurm, wisp() fits genes as jobs; a killed job's genes are fitted on rerun", {
+  stop_cluster <- start_slurm_cluster()
+  on.exit(stop_cluster(), add = TRUE)
+  counts <- wisp_simulate(n.genes = 4, n.random = 3, n.bins = 40, seed = 21)
+  reference <- wisp(counts, verbose = FALSE, fit_only = TRUE, max.fork = 2)
+  parts <- function(fit) fit[c("fitted.parameters", "structure.selection", "gene.qc", "plan")]
+  path <- tempfile()
+  on.exit(unlink(path), add = TRUE)
+  before <- vapply(slurm_jobs(), function(job) job[["JobId"]], "")
+  slurm_plan(workers = 2)
+  # Two jobs of two genes; the one of genes 3-4 is killed (SIGKILL).
+  old <- options(wispack.inject_faults = list(kill = 3L))
+  expect_error(wisp(counts, verbose = FALSE, fit_only = TRUE, backend = "future",
+                    checkpoint = path),
+               class = "wisp_system_error", regexp = "gene3, gene4 \\(.*wispack-genes-3-4")
+  options(old)
+  expect_setequal(wispack:::fit_checkpoint_open_rust(path)$species, c("gene1", "gene2"))
+  resumed <- wisp(counts, verbose = FALSE, fit_only = TRUE, backend = "future",
+                  checkpoint = path)
+  expect_identical(parts(resumed), parts(reference))
+  jobs <- Filter(function(job) !job[["JobId"]] %in% before, slurm_jobs())
+  expect_setequal(vapply(jobs, function(job) job[["JobName"]], ""),
+                  c("wispack-genes-1-2", "wispack-genes-3-4", "wispack-genes-3", "wispack-genes-4"))
+})
+
 test_that("on Slurm, a job over its memory limit fails with Slurm's reason", {
   stop_cluster <- start_slurm_cluster()
   on.exit(stop_cluster(), add = TRUE)

@@ -28,13 +28,6 @@ chunks_seen <- function(counts) {
   runs$lengths
 }
 
-local_multisession <- function(workers, envir = parent.frame()) {
-  old_plan <- future::plan(future::multisession, workers = workers)
-  # Back to sequential first, which shuts the workers down.
-  do.call(on.exit, list(quote(future::plan(future::sequential)), add = TRUE), envir = envir)
-  invisible(old_plan)
-}
-
 test_that("chunks default to one per worker and each is checkpointed and reported as it arrives", {
   skip_if_not_installed("future")
   skip_if_not_installed("progressr")

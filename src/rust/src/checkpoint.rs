@@ -19,13 +19,17 @@
 //! coordinated with appenders; one bootstrap run per checkpoint file at a
 //! time.
 //!
-//! The file magic carries the format's number: a change to [`Entry`] (or to
-//! [`Outcome`]) needs a new one, and files of older formats are refused with
-//! a message that says so (see [`OLDER_MAGICS`]).
+//! The file magic carries the kind of record and the format's number: a
+//! change to [`Entry`] (or to [`Outcome`]) needs a new one, and files of
+//! older formats are refused with a message that says so (see
+//! [`OLDER_MAGICS`]). Bootstrap replicates are [`Entry`] records; a panel
+//! fitted species by species keeps its species in a file of its own kind
+//! ([`crate::nb::panel::SpeciesRecord`]), with the same frames and guarantees.
 
 use crate::codec::{encode_frame, frame_payload};
 use crate::error::Error;
 use crate::outcome::Outcome;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
@@ -38,6 +42,34 @@ const OLDER_MAGICS: &[(&[u8; 8], &str)] = &[(b"WISPCKP1", "wispack 0.1.0 before 
 const FRAME_MAGIC: &[u8; 4] = b"WCKF";
 /// Longest payload a reader accepts (a damaged length field can claim anything).
 const MAX_PAYLOAD_BYTES: u64 = 1 << 36;
+
+/// What a kind of checkpoint file holds, one per frame.
+pub(crate) trait Record: Serialize + DeserializeOwned {
+    /// The first bytes of every file of this kind: "WISP", the kind, the format number.
+    const FILE_MAGIC: &'static [u8; 8];
+    /// Magics of older formats of this kind, with the version that wrote them.
+    const OLDER_MAGICS: &'static [(&'static [u8; 8], &'static str)];
+    const FRAME_MAGIC: &'static [u8; 4];
+    /// What a file of this kind is, for messages ("a bootstrap's checkpoint").
+    const KIND: &'static str;
+}
+
+/// Every kind's file magic and name, so that a file of one kind given for
+/// another is named as what it is.
+const KINDS: &[(&[u8; 8], &str)] = &[
+    (FILE_MAGIC, "a bootstrap's checkpoint"),
+    (
+        crate::nb::panel::SpeciesRecord::FILE_MAGIC,
+        crate::nb::panel::SpeciesRecord::KIND,
+    ),
+];
+
+impl Record for Entry {
+    const FILE_MAGIC: &'static [u8; 8] = FILE_MAGIC;
+    const OLDER_MAGICS: &'static [(&'static [u8; 8], &'static str)] = OLDER_MAGICS;
+    const FRAME_MAGIC: &'static [u8; 4] = FRAME_MAGIC;
+    const KIND: &'static str = "a bootstrap's checkpoint";
+}
 
 /// One finished replicate, as stored in a frame.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -60,46 +92,56 @@ pub(crate) struct Damage {
 }
 
 /// What a reader found in a checkpoint file.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct Contents {
-    pub(crate) entries: Vec<Entry>,
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Contents<R = Entry> {
+    pub(crate) entries: Vec<R>,
     pub(crate) damage: Vec<Damage>,
     /// Whether the file existed (with at least part of its magic).
     pub(crate) existed: bool,
 }
 
+impl<R> Default for Contents<R> {
+    fn default() -> Self {
+        Contents {
+            entries: Vec::new(),
+            damage: Vec::new(),
+            existed: false,
+        }
+    }
+}
+
 /// The bytes of one frame holding `entry`.
-pub(crate) fn encode_entry(entry: &Entry) -> Result<Vec<u8>, String> {
+pub(crate) fn encode_entry<R: Record>(entry: &R) -> Result<Vec<u8>, String> {
     let payload = bincode::serde::encode_to_vec(entry, bincode::config::standard())
         .map_err(|e| format!("cannot encode a checkpoint entry: {e}"))?;
-    Ok(encode_frame(FRAME_MAGIC, &payload))
+    Ok(encode_frame(R::FRAME_MAGIC, &payload))
 }
 
 /// The entry in the frame starting at `bytes[0]`, and the frame's length;
 /// `None` when there is no valid frame there.
-fn frame_at(bytes: &[u8]) -> Option<(Entry, usize)> {
-    let (payload, end) = frame_payload(FRAME_MAGIC, bytes, MAX_PAYLOAD_BYTES).ok()?;
-    let entry = crate::codec::decode_exact::<Entry>(payload, "a checkpoint entry").ok()?;
+fn frame_at<R: Record>(bytes: &[u8]) -> Option<(R, usize)> {
+    let (payload, end) = frame_payload(R::FRAME_MAGIC, bytes, MAX_PAYLOAD_BYTES).ok()?;
+    let entry = crate::codec::decode_exact::<R>(payload, "a checkpoint entry").ok()?;
     Some((entry, end))
 }
 
-fn find_magic(bytes: &[u8], from: usize) -> Option<usize> {
+fn find_magic(bytes: &[u8], from: usize, magic: &[u8; 4]) -> Option<usize> {
     bytes
         .get(from..)?
-        .windows(FRAME_MAGIC.len())
-        .position(|w| w == FRAME_MAGIC)
+        .windows(magic.len())
+        .position(|w| w == magic)
         .map(|at| from + at)
 }
 
 /// Parses the frames of a checkpoint file's bytes (after its magic), which
 /// start at byte `base` of the file.
-pub(crate) fn parse_frames(bytes: &[u8], base: u64) -> (Vec<Entry>, Vec<Damage>) {
+pub(crate) fn parse_frames<R: Record>(bytes: &[u8], base: u64) -> (Vec<R>, Vec<Damage>) {
     let mut entries = Vec::new();
     let mut damage = Vec::new();
     let mut at = 0usize;
     let mut damaged_since: Option<usize> = None;
     while at < bytes.len() {
-        if let Some((entry, length)) = frame_at(&bytes[at..]) {
+        if let Some((entry, length)) = frame_at::<R>(&bytes[at..]) {
             if let Some(start) = damaged_since.take() {
                 damage.push(Damage {
                     offset: base + start as u64,
@@ -112,7 +154,7 @@ pub(crate) fn parse_frames(bytes: &[u8], base: u64) -> (Vec<Entry>, Vec<Damage>)
             continue;
         }
         damaged_since.get_or_insert(at);
-        match find_magic(bytes, at + 1) {
+        match find_magic(bytes, at + 1, R::FRAME_MAGIC) {
             Some(next) => at = next,
             None => at = bytes.len(),
         }
@@ -134,6 +176,8 @@ pub(crate) enum CheckpointError {
     NotCheckpoint(String),
     /// The file is a checkpoint of an older format (path, who wrote it); it is left alone.
     OlderFormat(String, &'static str),
+    /// The file is a checkpoint of another kind (path, what it is, what was wanted).
+    OtherKind(String, &'static str, &'static str),
     /// The path names something other than a regular file (a device, say).
     NotRegularFile(String),
     Io(String),
@@ -150,6 +194,10 @@ impl std::fmt::Display for CheckpointError {
                 f,
                 "'{path}' is a checkpoint written by {writer}, whose format this version \
                  cannot read (it was left unchanged); use a new path, or delete the file"
+            ),
+            CheckpointError::OtherKind(path, what, wanted) => write!(
+                f,
+                "'{path}' is {what}, not {wanted} (it was left unchanged); use a new path"
             ),
             CheckpointError::NotRegularFile(path) => write!(f, "'{path}' is not a regular file"),
             CheckpointError::Io(message) => f.write_str(message),
@@ -170,8 +218,14 @@ fn io_error(what: &str, path: &Path, error: std::io::Error) -> CheckpointError {
     CheckpointError::Io(format!("cannot {what} '{}': {error}", path.display()))
 }
 
-/// Reads a checkpoint file; a missing file is empty.
+/// Reads a bootstrap's checkpoint file; a missing file is empty.
+#[cfg(test)]
 pub(crate) fn read(path: &Path) -> Result<Contents, CheckpointError> {
+    read_records::<Entry>(path)
+}
+
+/// Reads a checkpoint file of records `R`; a missing file is empty.
+pub(crate) fn read_records<R: Record>(path: &Path) -> Result<Contents<R>, CheckpointError> {
     let mut bytes = Vec::new();
     match File::open(path) {
         Ok(mut file) => {
@@ -186,17 +240,28 @@ pub(crate) fn read(path: &Path) -> Result<Contents, CheckpointError> {
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Contents::default()),
         Err(e) => return Err(io_error("open", path, e)),
     }
-    let magic_len = bytes.len().min(FILE_MAGIC.len());
-    if bytes[..magic_len] != FILE_MAGIC[..magic_len] {
-        if let Some((_, writer)) = OLDER_MAGICS.iter().find(|(m, _)| bytes.starts_with(&m[..])) {
+    let magic = R::FILE_MAGIC;
+    let magic_len = bytes.len().min(magic.len());
+    if bytes[..magic_len] != magic[..magic_len] {
+        if let Some((_, writer)) = R::OLDER_MAGICS
+            .iter()
+            .find(|(m, _)| bytes.starts_with(&m[..]))
+        {
             return Err(CheckpointError::OlderFormat(
                 path.display().to_string(),
                 writer,
             ));
         }
+        if let Some((_, what)) = KINDS.iter().find(|(m, _)| bytes.starts_with(&m[..])) {
+            return Err(CheckpointError::OtherKind(
+                path.display().to_string(),
+                what,
+                R::KIND,
+            ));
+        }
         return Err(CheckpointError::NotCheckpoint(path.display().to_string()));
     }
-    if bytes.len() < FILE_MAGIC.len() {
+    if bytes.len() < magic.len() {
         // Created but cut short before its magic was complete.
         return Ok(Contents {
             entries: Vec::new(),
@@ -212,7 +277,7 @@ pub(crate) fn read(path: &Path) -> Result<Contents, CheckpointError> {
             existed: !bytes.is_empty(),
         });
     }
-    let (entries, damage) = parse_frames(&bytes[FILE_MAGIC.len()..], FILE_MAGIC.len() as u64);
+    let (entries, damage) = parse_frames::<R>(&bytes[magic.len()..], magic.len() as u64);
     Ok(Contents {
         entries,
         damage,
@@ -230,12 +295,12 @@ fn sync_directory_of(path: &Path) -> Result<(), CheckpointError> {
 
 /// Writes a complete checkpoint holding `entries` to `path`, atomically
 /// (temporary file, fsync, rename, fsync of the directory).
-fn write_whole(path: &Path, entries: &[Entry]) -> Result<(), CheckpointError> {
+fn write_whole<R: Record>(path: &Path, entries: &[R]) -> Result<(), CheckpointError> {
     let mut temporary = path.as_os_str().to_owned();
     temporary.push(format!(".tmp{}", std::process::id()));
     let temporary = PathBuf::from(temporary);
     let result = (|| {
-        let mut bytes = FILE_MAGIC.to_vec();
+        let mut bytes = R::FILE_MAGIC.to_vec();
         for entry in entries {
             bytes.extend(encode_entry(entry).map_err(CheckpointError::Io)?);
         }
@@ -261,7 +326,12 @@ fn write_whole(path: &Path, entries: &[Entry]) -> Result<(), CheckpointError> {
 /// without its damaged bytes when some frames were damaged. Returns what it
 /// held (the damage as found, before the rewrite).
 pub(crate) fn open(path: &Path) -> Result<Contents, CheckpointError> {
-    let contents = read(path)?;
+    open_records::<Entry>(path)
+}
+
+/// [`open`] for a checkpoint file of records `R`.
+pub(crate) fn open_records<R: Record>(path: &Path) -> Result<Contents<R>, CheckpointError> {
+    let contents = read_records::<R>(path)?;
     if !contents.existed || !contents.damage.is_empty() {
         write_whole(path, &contents.entries)?;
     }
@@ -291,7 +361,7 @@ impl Appender {
     }
 
     /// Appends one entry and returns once it is on disk.
-    pub(crate) fn append(&mut self, entry: &Entry) -> Result<(), CheckpointError> {
+    pub(crate) fn append<R: Record>(&mut self, entry: &R) -> Result<(), CheckpointError> {
         let frame = encode_entry(entry).map_err(CheckpointError::Io)?;
         let lock = crate::platform::lock_exclusive(&self.file)
             .map_err(|e| io_error("lock", &self.path, e))?;

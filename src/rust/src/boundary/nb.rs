@@ -13,6 +13,7 @@ use crate::changepoint::DetectionMethod;
 use crate::changepoint::DetectionSettings;
 use crate::error::Error;
 use crate::nb::build::{build_count_model, PerToken};
+use crate::nb::panel::{self, SpeciesRecord, SpeciesTask, SpeciesWork};
 use crate::nb::pipeline::CountPlan;
 use crate::nb::select::CurveSelection;
 use crate::nb::settings::CountFitSettings;
@@ -217,15 +218,15 @@ type TokenArguments = (
 /// names, factor levels.
 type LabelArguments = (Vec<String>, Vec<String>, Vec<String>, Vec<String>, List);
 
-fn count_fit(
-    relay: &Relay,
+/// The model a count fit starts from (before any structure is chosen), and
+/// the exposure it uses.
+fn base_model(
     (count, bin, context, species, ran, factor_codes, cell, exposures): TokenArguments,
     (context_levels, species_levels, ran_levels, factor_names, factor_levels): LabelArguments,
     time_series: i32,
     bins: i32,
-    settings: List,
-) -> RResult<List> {
-    let interrupted = || relay.jumped() || user_interrupt_pending();
+    settings: &List,
+) -> RResult<(crate::nb::CountModel, crate::nb::table::ExposureChoice)> {
     let tokens = tokens_from_r(
         count,
         bin,
@@ -250,8 +251,8 @@ fn count_fit(
         design,
         bins,
         vec![0; curves],
-        exposure_of(&text(&settings, "exposure")?)?,
-        crate::nb::point_gap_of(bins, number(&settings, "buffer_factor")?),
+        exposure_of(&text(settings, "exposure")?)?,
+        crate::nb::point_gap_of(bins, number(settings, "buffer_factor")?),
         &tokens,
         PerToken {
             cells: &cells,
@@ -261,9 +262,23 @@ fn count_fit(
     .map_err(Error::input)?;
     let held = base
         .design()
-        .effects_named(&strings(&settings, "held_effects")?)
+        .effects_named(&strings(settings, "held_effects")?)
         .map_err(Error::input)?;
     let base = base.with_held_effects(held).map_err(Error::input)?;
+    Ok((base, exposure))
+}
+
+fn count_fit(
+    relay: &Relay,
+    tokens: TokenArguments,
+    labels: LabelArguments,
+    time_series: i32,
+    bins: i32,
+    settings: List,
+) -> RResult<List> {
+    let interrupted = || relay.jumped() || user_interrupt_pending();
+    let (base, exposure) = base_model(tokens, labels, time_series, bins, &settings)?;
+    let curves = base.design().contexts().len() * base.design().species().len();
     let fit = fit_settings(&settings)?;
     let workers = number(&settings, "workers")?;
     let options = pool_options(
@@ -280,7 +295,19 @@ fn count_fit(
     let (mut window, mut cutoff) = (number(&settings, "window")?, number(&settings, "cutoff")?);
     let fixed = fixed_degrees(&numbers(&settings, "degrees")?, curves)?;
     let structure_started = std::time::Instant::now();
-    let (detected, grid, selection, fitted) = if method == StructureMethod::Likelihood {
+    let works = species_works(&settings)?;
+    let (detected, grid, selection, fitted) = if let Some(works) = works {
+        // Every species was fitted on its own (a checkpoint or a future
+        // plan; `count_species_fit_rust`): put the fits together.
+        if method != StructureMethod::Likelihood {
+            return Err(Error::input(
+                "species fitted on their own need structure = \"likelihood\"",
+            ));
+        }
+        let choice = panel::assemble(&base, works).map_err(Error::input)?;
+        let columns = selection_columns(&base, &choice.selections);
+        (choice.detected, None, Some(columns), choice.fitted)
+    } else if method == StructureMethod::Likelihood {
         let choice = degrees::select_structure(
             &base,
             &fixed,
@@ -335,6 +362,265 @@ fn count_fit(
         selection,
         structure_seconds,
     )
+}
+
+/// `settings$species_works`: the works of `count_species_fit_rust` (a list
+/// of raw vectors) that replace the structure step, or None.
+fn species_works(settings: &List) -> RResult<Option<Vec<SpeciesWork>>> {
+    let Some((_, value)) = settings.iter().find(|(key, _)| *key == "species_works") else {
+        return Ok(None);
+    };
+    if value.is_null() {
+        return Ok(None);
+    }
+    let list = value
+        .as_list()
+        .ok_or_else(|| Error::input("species_works must be a list of raw vectors"))?;
+    list.values()
+        .map(|value| {
+            let raw = Raw::try_from(value)
+                .map_err(|_| Error::input("species_works must be a list of raw vectors"))?;
+            decode_work(raw.as_slice())
+        })
+        .collect::<RResult<Vec<_>>>()
+        .map(Some)
+}
+
+const WORK_MAGIC: &[u8; 4] = b"WSPW";
+
+fn encode_work(work: &SpeciesWork) -> RResult<Raw> {
+    let payload = bincode::serde::encode_to_vec(work, bincode::config::standard())
+        .map_err(|e| Error::system(format!("cannot encode a species fit: {e}")))?;
+    Ok(Raw::from_bytes(&crate::codec::encode_frame(
+        WORK_MAGIC, &payload,
+    )))
+}
+
+fn decode_work(bytes: &[u8]) -> RResult<SpeciesWork> {
+    let invalid = |why: String| Error::corrupt(format!("a species fit is damaged: {why}"));
+    let (payload, end) = crate::codec::frame_payload(WORK_MAGIC, bytes, u64::MAX)
+        .map_err(|e| invalid(e.to_string()))?;
+    if end != bytes.len() {
+        return Err(invalid("bytes after its end".into()));
+    }
+    crate::codec::decode_exact(payload, "a species fit").map_err(invalid)
+}
+
+/// The task of fitting every species of the data on its own (the arguments
+/// of [`count_fit_rust`]; `settings$structure` must resolve to
+/// "likelihood"): `task` (raw, checksummed), `key` (its fingerprint, in
+/// hex: a checkpoint's key) and `species` (labels, in task order).
+/// @keywords internal
+/// @noRd
+#[extendr]
+#[allow(clippy::too_many_arguments)]
+fn count_species_task_rust(
+    count: Vec<f64>,
+    bin: Vec<i32>,
+    context: Vec<i32>,
+    species: Vec<i32>,
+    ran: Vec<i32>,
+    factor_codes: Vec<i32>,
+    cell: Vec<i32>,
+    exposure: Vec<f64>,
+    context_levels: Vec<String>,
+    species_levels: Vec<String>,
+    ran_levels: Vec<String>,
+    factor_names: Vec<String>,
+    factor_levels: List,
+    time_series: i32,
+    bins: i32,
+    settings: List,
+) -> RResult<List> {
+    let method =
+        StructureMethod::resolve(&text(&settings, "structure")?, "nb").map_err(Error::input)?;
+    if method != StructureMethod::Likelihood {
+        return Err(Error::input(
+            "fitting species on their own (a checkpoint, or backend = \"future\") needs \
+             model.settings$structure = \"likelihood\" (the default)",
+        ));
+    }
+    let (base, _) = base_model(
+        (
+            count,
+            bin,
+            context,
+            species,
+            ran,
+            factor_codes,
+            cell,
+            exposure,
+        ),
+        (
+            context_levels,
+            species_levels,
+            ran_levels,
+            factor_names,
+            factor_levels,
+        ),
+        time_series,
+        bins,
+        &settings,
+    )?;
+    let curves = base.design().contexts().len() * base.design().species().len();
+    let fixed = fixed_degrees(&numbers(&settings, "degrees")?, curves)?;
+    let fit = fit_settings(&settings)?;
+    let task = SpeciesTask::new(&base, &fixed, &fit).map_err(Error::input)?;
+    let bytes = task.encode()?;
+    Ok(list!(
+        key = format!("{:016x}", SpeciesTask::fingerprint(&bytes)),
+        species = task.species().to_vec(),
+        task = Raw::from_bytes(&bytes)
+    ))
+}
+
+/// The task of some species of a task (0-based indices): what one future
+/// of `wisp(backend = "future")` receives.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn count_species_subtask_rust(task: Raw, species: Vec<i32>) -> RResult<Raw> {
+    let task = SpeciesTask::decode(task.as_slice())?;
+    let indices = species_indices(&species, task.species().len())?;
+    let part = task.restricted(&indices).map_err(Error::input)?;
+    Ok(Raw::from_bytes(&part.encode()?))
+}
+
+fn species_indices(species: &[i32], count: usize) -> RResult<Vec<usize>> {
+    species
+        .iter()
+        .map(|&s| {
+            usize::try_from(s)
+                .ok()
+                .filter(|&s| s < count)
+                .ok_or_else(|| Error::input(format!("no species {s} among {count}")))
+        })
+        .collect()
+}
+
+/// Chooses the structure of species `species` (0-based indices) of `task`
+/// and fits them, each on its own, on `workers` forked workers (in this
+/// process with one): a list of raw vectors, one species' work each, in the
+/// order asked. With a `checkpoint` path (a fit's checkpoint opened by
+/// `fit_checkpoint_open_rust`), each species' work is appended to it, under
+/// the checkpoint `key`, by the process that made it, as it ends.
+/// `progress(stage, done, total)` hears stage "species". A species whose
+/// fit fails stops the run with its error (the others in the checkpoint
+/// are kept).
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn count_species_fit_rust(
+    task: Raw,
+    species: Vec<i32>,
+    workers: i32,
+    checkpoint: &str,
+    key: &str,
+    progress: Robj,
+) -> RResult<List> {
+    let relay = Relay::new(progress);
+    let result = (|| {
+        let task = SpeciesTask::decode(task.as_slice())?;
+        let indices = species_indices(&species, task.species().len())?;
+        let task_hash =
+            u64::from_str_radix(key, 16).map_err(|_| Error::input("bad checkpoint key"))?;
+        let options = pool_options(workers, 1, "rolling", f64::INFINITY, None, Some(true))?;
+        let interrupted = || relay.jumped() || user_interrupt_pending();
+        let path = (!checkpoint.is_empty()).then(|| std::path::Path::new(checkpoint));
+        // Tasks run in forked children only with several workers and tasks
+        // (engine::map_tasks): only there may a test hook kill one.
+        #[cfg(feature = "test-hooks")]
+        let forked = options.workers > 1 && indices.len() > 1;
+        let outcomes = crate::engine::map_tasks(
+            indices.len(),
+            &options,
+            |number| {
+                #[cfg(feature = "test-hooks")]
+                if forked {
+                    crate::faults::strike_armed(number);
+                }
+                let work = task.fit(indices[number - 1]).map_err(|e| e.to_string())?;
+                if let Some(path) = path {
+                    let record = SpeciesRecord {
+                        task: task_hash,
+                        work: work.clone(),
+                    };
+                    crate::checkpoint::Appender::new(path)
+                        .and_then(|mut appender| appender.append(&record))
+                        .map_err(|e| format!("cannot write the checkpoint: {e}"))?;
+                }
+                Ok(work)
+            },
+            interrupted,
+            |done, total| relay.call(pairlist!("species", done as f64, total as f64)),
+        )?;
+        let works = outcomes
+            .into_iter()
+            .zip(&indices)
+            .map(|(outcome, &s)| match outcome {
+                Ok(work) => encode_work(&work),
+                Err(crate::engine::Failure::Task(message)) => Err(Error::input(message)),
+                Err(failure) => Err(Error::system(format!(
+                    "the fit of species {} failed: {failure}",
+                    task.species()[s]
+                ))),
+            })
+            .collect::<RResult<Vec<Raw>>>()?;
+        Ok(List::from_values(works))
+    })();
+    relay.result(result)
+}
+
+/// Opens (creating or repairing) a fit's checkpoint: per species record,
+/// `key` (hex), `species` and `work` (raw, as `count_species_fit_rust`
+/// gives it), and the damaged byte ranges dropped (`damage_length`).
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn fit_checkpoint_open_rust(path: &str) -> RResult<List> {
+    if path.is_empty() {
+        return Err(Error::input("the checkpoint path is empty"));
+    }
+    let contents = crate::checkpoint::open_records::<SpeciesRecord>(std::path::Path::new(path))?;
+    let works = contents
+        .entries
+        .iter()
+        .map(|e| encode_work(&e.work))
+        .collect::<RResult<Vec<Raw>>>()?;
+    Ok(list!(
+        key = contents
+            .entries
+            .iter()
+            .map(|e| format!("{:016x}", e.task))
+            .collect::<Vec<_>>(),
+        species = contents
+            .entries
+            .iter()
+            .map(|e| e.work.species.clone())
+            .collect::<Vec<_>>(),
+        work = List::from_values(works),
+        damage_length = contents
+            .damage
+            .iter()
+            .map(|d| d.length as f64)
+            .collect::<Vec<_>>(),
+        damage_at_end = contents.damage.iter().map(|d| d.at_end).collect::<Vec<_>>()
+    ))
+}
+
+/// Appends one species' work (raw, from `count_species_fit_rust`) to a
+/// fit's checkpoint under `key`, durably.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn fit_checkpoint_append_rust(path: &str, key: &str, work: Raw) -> RResult<()> {
+    let record = SpeciesRecord {
+        task: u64::from_str_radix(key, 16).map_err(|_| Error::input("bad checkpoint key"))?,
+        work: decode_work(work.as_slice())?,
+    };
+    let mut appender = crate::checkpoint::Appender::new(std::path::Path::new(path))?;
+    appender.append(&record)?;
+    Ok(())
 }
 
 /// The memory a count fit of `tokens` tokens, `factors` fixed effects and
@@ -553,6 +839,11 @@ pub(super) fn count_plan(bytes: &Raw) -> RResult<CountPlan> {
 extendr_module! {
     mod nb;
     fn count_fit_rust;
+    fn count_species_task_rust;
+    fn count_species_subtask_rust;
+    fn count_species_fit_rust;
+    fn fit_checkpoint_open_rust;
+    fn fit_checkpoint_append_rust;
     fn count_memory_rust;
     fn memory_available_rust;
 }

@@ -104,6 +104,41 @@ pub(crate) fn select_structure(
     interrupted: impl FnMut() -> bool,
     progress: impl FnMut(&'static str, usize, usize),
 ) -> Result<StructureChoice, Error> {
+    let second_pass = has_second_pass(base, fixed);
+    select_structure_passes(
+        base,
+        fixed,
+        settings,
+        options,
+        second_pass,
+        interrupted,
+        progress,
+    )
+}
+
+/// Whether the selection of `base` with `fixed` degrees (as
+/// [`select_structure`] takes them) makes its second pass: when the animals
+/// carry random effects and some curve's degree is to be chosen.
+pub(crate) fn has_second_pass(base: &CountModel, fixed: &[Option<usize>]) -> bool {
+    let shape = base.table().shape();
+    let all_fixed = (0..shape.contexts * shape.species)
+        .all(|curve| fixed.get(curve).copied().flatten().is_some());
+    base.has_random_effects() && !all_fixed
+}
+
+/// [`select_structure`] with its second pass made or not as `second_pass`
+/// says: a panel's species fitted on their own make it when the whole
+/// panel's selection would ([`has_second_pass`] of the whole panel), so that
+/// each gives what it gives in the panel.
+pub(crate) fn select_structure_passes(
+    base: &CountModel,
+    fixed: &[Option<usize>],
+    settings: &CountFitSettings,
+    options: &PoolOptions,
+    second_pass: bool,
+    interrupted: impl FnMut() -> bool,
+    progress: impl FnMut(&'static str, usize, usize),
+) -> Result<StructureChoice, Error> {
     let shape = base.table().shape();
     let curves = shape.contexts * shape.species;
     if !fixed.is_empty() && fixed.len() != curves {
@@ -175,8 +210,7 @@ pub(crate) fn select_structure(
         progress("structure", done, total)
     })?;
     let first_detected = selected_structure(base, &first).map_err(Error::input)?;
-    let all_fixed = (0..curves).all(|curve| fixed_of(curve).is_some());
-    if !base.has_random_effects() || all_fixed {
+    if !second_pass {
         return Ok(StructureChoice {
             detected: first_detected,
             selections: first,

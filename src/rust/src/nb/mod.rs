@@ -21,6 +21,7 @@
 //!   random-effect variances' updates; [`report`]: the reported vector;
 //! - [`covariance`]: the Wald covariance;
 //! - [`pipeline`]: every species of a model fitted, and the plan a fit keeps;
+//!   [`panel`]: one species' whole selection and fit as a task of its own;
 //!   [`degrees`] with [`select`]: how many transitions each curve has;
 //! - [`replicate`] with [`redraw`]: bootstrap and likelihood-ratio
 //!   replicates; [`predict`]: curves at any bin; [`terms`]: the reduced
@@ -40,6 +41,7 @@ pub(crate) mod fit;
 pub(crate) mod layout;
 pub(crate) mod linalg;
 pub(crate) mod objective;
+pub(crate) mod panel;
 pub(crate) mod pipeline;
 pub(crate) mod predict;
 pub(crate) mod priors;

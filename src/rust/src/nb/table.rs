@@ -467,6 +467,79 @@ impl CountTable {
         })
     }
 
+    /// The rows of some species (in the order given) as a table of their
+    /// own: every context, animal, treatment and bin, their counts,
+    /// exposures and observed keys, but no tokens. It can be fitted, not
+    /// resampled (a panel fitted species by species, [`super::panel`]).
+    pub fn species_rows(&self, species: &[usize]) -> Result<CountTable, String> {
+        let shape = self.shape;
+        if let Some(&bad) = species.iter().find(|&&s| s >= shape.species) {
+            return Err(format!(
+                "there is no species {bad} in a table of {} species",
+                shape.species
+            ));
+        }
+        let (mut count, mut exposure) = (Vec::new(), Vec::new());
+        let rows = species.len() * self.key_count();
+        count.try_reserve_exact(rows).map_err(|e| e.to_string())?;
+        exposure
+            .try_reserve_exact(rows)
+            .map_err(|e| e.to_string())?;
+        for &s in species {
+            count.extend_from_slice(self.counts(s));
+            exposure.extend_from_slice(self.exposures(s));
+        }
+        CountTable::from_sums(
+            TableShape {
+                species: species.len(),
+                ..shape
+            },
+            self.exposure_kind,
+            self.observed.clone(),
+            count,
+            exposure,
+        )
+    }
+
+    /// A table without tokens from its summed rows (species-major, as
+    /// [`Self::counts`] gives them), checked.
+    pub fn from_sums(
+        shape: TableShape,
+        exposure_kind: Exposure,
+        observed: Vec<bool>,
+        count: Vec<f64>,
+        exposure: Vec<f64>,
+    ) -> Result<CountTable, String> {
+        let rows = key_count_of(shape)?
+            .checked_mul(shape.species)
+            .ok_or("the table is too large")?;
+        let table = CountTable {
+            shape,
+            exposure_kind,
+            observed,
+            count,
+            exposure,
+            pool_starts: vec![0; rows + 1],
+            pool_tokens: Vec::new(),
+            token_counts: Vec::new(),
+            token_rows: Vec::new(),
+            token_cells: Vec::new(),
+            token_exposures: Vec::new(),
+        };
+        table.validate()?;
+        Ok(table)
+    }
+
+    /// Summed counts of every row (species-major).
+    pub fn all_counts(&self) -> &[f64] {
+        &self.count
+    }
+
+    /// Exposures of every row (species-major).
+    pub fn all_exposures(&self) -> &[f64] {
+        &self.exposure
+    }
+
     /// Exposures of one species over all keys.
     pub fn exposures(&self, species: usize) -> &[f64] {
         let keys = self.key_count();
