@@ -148,6 +148,22 @@ count_lr_replicate_rust <- function(reduced, full, seed, replicate) rust_result(
 #' @noRd
 count_term_fit_rust <- function(plan, effects, workers, progress) rust_result(.Call(wrap__count_term_fit_rust, plan, effects, workers, progress))
 
+#' The reduced fits of species `species` (0-based indices) of the fit
+#' `plan` as a task of their own (raw, checksummed): what one future of
+#' `wisp_gene_tests(backend = "future")` receives.
+#' @keywords internal
+#' @noRd
+count_term_subtask_rust <- function(plan, species) rust_result(.Call(wrap__count_term_subtask_rust, plan, species))
+
+#' For each term (`effects`: a list of vectors of names of W's columns),
+#' the reduced fits of every species of a term task, in this process: a list
+#' per term of, per species, −ℓ of the `reduced` and the `full` fit,
+#' whether the reduced fit `converged`, `failure` ("" where it did not fail)
+#' and `stop`, as `count_term_fit_rust` reports them.
+#' @keywords internal
+#' @noRd
+count_term_species_rust <- function(task, effects) rust_result(.Call(wrap__count_term_species_rust, task, effects))
+
 #' One species' objective J (at the fitted standard deviations) and its
 #' gradient at `x` in the optimiser's coordinates (NULL: the estimate),
 #' with the coordinates' names (for tests of the optimum).

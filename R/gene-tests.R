@@ -168,6 +168,15 @@ term_effect_sizes <- function(fit, term) {
 #' @param seed Seed of the bootstrap replicates.
 #' @param max.fork Processes for the reduced fits (and replicates).
 #' @param verbose Report progress in messages.
+#' @param backend `"fork"` (default: the reduced fits on `max.fork` forked
+#'   processes) or `"future"`: on the current [future::plan()], one future
+#'   per chunk of `chunk.size` genes that makes every term's reduced fits of
+#'   its genes (`method = "chisq"` only). The same tests either way; a chunk
+#'   whose future fails leaves its genes with `NA` statistics and the
+#'   future's error in `note`.
+#' @param chunk.size,resources Genes per future (`NULL`: one chunk per
+#'   worker) and future.batchtools resources, as in [wisp()] (backend
+#'   `"future"`).
 #' @return A `c("wisp_gene_tests", "data.frame")`, one row per gene and term:
 #'   `gene`, `term`, `df`, `statistic` (LR), `p.value`, `method`, `p.adj`,
 #'   `log.fc`, `shift`, `converged` (whether the reduced fit converged; a
@@ -181,7 +190,9 @@ term_effect_sizes <- function(fit, term) {
 #' fit <- wisp(counts, verbose = FALSE)
 #' wisp_gene_tests(fit)
 wisp_gene_tests <- function(object, terms = NULL, method = c("chisq", "bootstrap"),
-                            bootstraps = 199L, seed = 1L, max.fork = 1L, verbose = FALSE) {
+                            bootstraps = 199L, seed = 1L, max.fork = 1L, verbose = FALSE,
+                            backend = c("fork", "future"), chunk.size = NULL,
+                            resources = NULL) {
   fit <- object
   check_wisp_object(fit)
   require_likelihood(fit, paste0(
@@ -192,6 +203,17 @@ wisp_gene_tests <- function(object, terms = NULL, method = c("chisq", "bootstrap
   check_whole_number(seed, "seed")
   check_whole_number(max.fork, "max.fork", lower = 1)
   check_flag(verbose, "verbose")
+  backend <- match_choice(backend, "backend", c("fork", "future"))
+  check_future_arguments(backend, chunk.size, resources)
+  if (backend == "future") {
+    if (method == "bootstrap") {
+      stop_input("method = \"bootstrap\" runs on backend = \"fork\": its replicates need ",
+                 "every gene's reduced fit in this session.")
+    }
+    if (!requireNamespace("future", quietly = TRUE)) {
+      stop_input("backend = \"future\" needs the future package.")
+    }
+  }
   available <- design_terms(fit)
   names(available) <- vapply(available, `[[`, "", "term")
   if (!length(available)) {
@@ -208,12 +230,21 @@ wisp_gene_tests <- function(object, terms = NULL, method = c("chisq", "bootstrap
                " not a term of this design; its terms are ", quoted_names(names(available)), ".")
   }
   genes <- fit$grouping.variables$species.lvls
-  tables <- lapply(available[terms], function(term) {
+  on_futures <- if (backend == "future") {
     if (verbose) {
+      message(sprintf("Gene-level tests of %s: reduced fits of %s on futures.",
+                      paste(terms, collapse = ", "), count_noun(length(genes), "gene")))
+    }
+    future_term_fits(fit$plan, length(genes),
+                     lapply(available[terms], `[[`, "effects"), chunk.size, resources)
+  }
+  tables <- lapply(available[terms], function(term) {
+    if (verbose && backend == "fork") {
       message(sprintf("Gene-level test of %s: reduced fits of %s.", term$term,
                       count_noun(length(genes), "gene")))
     }
-    reduced <- count_term_fit_rust(fit$plan, term$effects, as.integer(max.fork), NULL)
+    reduced <- if (backend == "future") on_futures[[term$term]] else
+      count_term_fit_rust(fit$plan, term$effects, as.integer(max.fork), NULL)
     statistic <- pmax(2 * (reduced$reduced - reduced$full), 0)
     df <- term_degrees(fit, term$effects)
     failed <- nzchar(reduced$failure)
@@ -269,10 +300,15 @@ between_animal_caution <- function(fit, terms) {
 # The gene-level tests wisp() computes with its default statistics: every
 # term of a count fit's design (NULL without terms). A failure leaves the
 # fit without them, saying why, rather than losing the fit.
-default_gene_tests <- function(fit, max.fork, say = function(...) NULL) {
+default_gene_tests <- function(fit, max.fork, say = function(...) NULL, apart = NULL) {
   if (!identical(fit_likelihood(fit), "nb") || !length(design_terms(fit))) return(NULL)
   started <- proc.time()[["elapsed"]]
-  tests <- tryCatch(wisp_gene_tests(fit, max.fork = max.fork), error = function(e) {
+  on_futures <- identical(apart$backend, "future")
+  tests <- tryCatch(wisp_gene_tests(fit, max.fork = max.fork,
+                                    backend = if (on_futures) "future" else "fork",
+                                    chunk.size = if (on_futures) apart$chunk.size,
+                                    resources = if (on_futures) apart$resources),
+                    error = function(e) {
     say("Gene-level tests failed (", conditionMessage(e), "); anova(fit) runs them again.")
     NULL
   })
@@ -376,4 +412,58 @@ gene_test_plot <- function(fit, species, opts) {
                   subtitle = "dot: called at FDR 0.05 (BH across genes per term)") +
     wisp_theme(fit, opts, legend = "right") +
     ggplot2::theme(panel.grid = ggplot2::element_blank())
+}
+
+# wisp_gene_tests(backend = "future"): every term's reduced fits of the
+# `genes` genes of `plan`, one future per chunk of genes (each sent only its
+# genes' rows and fits), collected in this session. Per term (named), what
+# count_term_fit_rust() gives but the reduced plan: `reduced`, `full`,
+# `converged`, `failure`, `stop`, in gene order. A chunk whose future failed
+# gives its genes that failure.
+future_term_fits <- function(plan, genes, effects, chunk_size, resources, call = sys.call(-1)) {
+  size <- future_chunk_size(genes, future::nbrOfWorkers(), chunk_size)
+  chunks <- unname(split(seq_len(genes), (seq_len(genes) - 1L) %/% size))
+  launch <- future_launcher(resources)
+  blank <- list(reduced = rep(NA_real_, genes), full = rep(NA_real_, genes),
+                converged = rep(FALSE, genes), failure = rep("", genes), stop = rep("", genes))
+  fits <- rep(list(blank), length(effects))
+  names(fits) <- names(effects)
+  unnamed <- unname(effects)
+  kill <- as.integer(getOption("wispack.inject_faults", list())$kill)
+  fail_chunk <- function(k, reason) {
+    for (i in seq_along(fits)) fits[[i]]$failure[chunks[[k]]] <<- reason
+  }
+  future_chunks(
+    length(chunks),
+    launch = function(k) {
+      subtask <- count_term_subtask_rust(plan, chunks[[k]] - 1L)
+      genes <- chunks[[k]]
+      label <- paste0("wispack-tests-", genes[1],
+                      if (length(genes) > 1L) paste0("-", genes[length(genes)]) else "")
+      launch(quote(run_term_chunk(subtask, effects, kill, collector)),
+             list(run_term_chunk = run_term_chunk, subtask = subtask, effects = unnamed,
+                  kill = any(genes %in% kill), collector = Sys.getpid()), label)
+    },
+    collect = function(k, value) {
+      at <- chunks[[k]]
+      if (!is.list(value) || length(value) != length(effects)) {
+        return(fail_chunk(k, "the future returned no reduced fits"))
+      }
+      for (i in seq_along(effects)) {
+        for (field in names(blank)) fits[[i]][[field]][at] <<- value[[i]][[field]]
+      }
+    },
+    fail = function(k, error) {
+      fail_chunk(k, paste("future failed:", trimws(conditionMessage(error))))
+    },
+    call = call
+  )
+  fits
+}
+
+# Runs on a future's worker: count_term_species_rust() of a chunk's task.
+# `kill` is a test hook, as for run_gene_chunk().
+run_term_chunk <- function(subtask, effects, kill = FALSE, collector = NA_integer_) {
+  if (isTRUE(kill) && Sys.getpid() != collector) tools::pskill(Sys.getpid(), tools::SIGKILL)
+  count_term_species_rust(subtask, effects)
 }

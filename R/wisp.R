@@ -219,8 +219,10 @@
 #' summed rows), keeps each finished gene in the checkpoint, and then puts
 #' the genes together: the fit is identical to the one of all genes at
 #' once, whatever the backend, the chunks or the interruptions (tested).
-#' The statistics and the gene-level tests that follow run in this session
-#' (on `max.fork` workers). A chunk whose future fails (its job was killed,
+#' With `backend = "future"`, the gene-level tests that follow run on the
+#' plan too (one future per chunk of genes, making every term's reduced fits
+#' of its genes: [wisp_gene_tests()]); the Wald statistics run in this
+#' session. A chunk whose future fails (its job was killed,
 #' ran out of memory or time) stops the fit with an error of class
 #' `wisp_system_error` that names its genes, after the others were collected
 #' and checkpointed: rerun with the same `checkpoint` to fit only those.
@@ -463,7 +465,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   } else if (!fit_only) {
     result <- wisp_statistics(result, method = "wald")
     warn_wald_small_design(result, call)
-    result$gene.tests <- default_gene_tests(result, max.fork, say)
+    result$gene.tests <- default_gene_tests(result, max.fork, say, apart)
   }
   print_wisp_plots(result)
   result

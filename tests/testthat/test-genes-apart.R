@@ -170,3 +170,28 @@ test_that("what cannot be fitted gene by gene says so", {
   expect_error(wisp(counts, verbose = FALSE, checkpoint = c("a", "b")),
                class = "wisp_input_error", regexp = "one file path")
 })
+
+test_that("the gene-level tests on futures are the fork backend's, and a dead future is a note", {
+  skip_if_not_installed("future")
+  counts <- wisp_simulate(n.genes = 4, n.random = 3, n.bins = 40, seed = 21,
+                          fixed.effects = list(genotype = c("WT", "KO")))
+  reference <- without_design_warning(wisp(counts, verbose = FALSE, max.fork = 2))
+  expect_gt(nrow(reference$gene.tests), 0)
+  local_multisession(2)
+  fit <- without_design_warning(wisp(counts, verbose = FALSE, backend = "future",
+                                     chunk.size = 1))
+  expect_identical(fit_parts(fit), fit_parts(reference))
+  expect_identical(fit$stats, reference$stats)
+  expect_identical(fit$gene.tests, reference$gene.tests)
+  expect_identical(wisp_gene_tests(reference, backend = "future"), reference$gene.tests)
+
+  old <- options(wispack.inject_faults = list(kill = 3L))
+  dead <- wisp_gene_tests(reference, backend = "future", chunk.size = 2)
+  options(old)
+  lost <- dead$gene %in% c("gene3", "gene4")
+  expect_true(all(is.na(dead$statistic[lost])))
+  expect_match(dead$note[lost], "^the reduced fit failed: future failed: .*wispack-tests-3-4")
+  expect_identical(dead$statistic[!lost], reference$gene.tests$statistic[!lost])
+  expect_error(wisp_gene_tests(reference, backend = "future", method = "bootstrap"),
+               class = "wisp_input_error", regexp = "runs on backend = \"fork\"")
+})

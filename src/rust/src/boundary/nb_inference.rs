@@ -8,6 +8,7 @@ use crate::bootstrap::Plan;
 use crate::error::Error;
 use crate::nb::covariance::covariance;
 use crate::nb::objective::SpeciesProblem;
+use crate::nb::panel::TermTask;
 use crate::nb::pipeline::summarise;
 use crate::nb::replicate;
 use crate::nb::terms;
@@ -154,6 +155,77 @@ fn term_fit(relay: &Relay, plan: &Raw, effects: &[String], workers: i32) -> RRes
     ))
 }
 
+/// The reduced fits of species `species` (0-based indices) of the fit
+/// `plan` as a task of their own (raw, checksummed): what one future of
+/// `wisp_gene_tests(backend = "future")` receives.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn count_term_subtask_rust(plan: Raw, species: Vec<i32>) -> RResult<Raw> {
+    let full = count_plan(&plan)?;
+    let count = full.model.design().species().len();
+    let indices = species
+        .iter()
+        .map(|&s| {
+            usize::try_from(s)
+                .ok()
+                .filter(|&s| s < count)
+                .ok_or_else(|| Error::input(format!("no species {s} among {count}")))
+        })
+        .collect::<RResult<Vec<_>>>()?;
+    let task = TermTask::from_plan(&full, &indices).map_err(Error::input)?;
+    Ok(Raw::from_bytes(&task.encode()?))
+}
+
+/// For each term (`effects`: a list of vectors of names of W's columns),
+/// the reduced fits of every species of a term task, in this process: a list
+/// per term of, per species, −ℓ of the `reduced` and the `full` fit,
+/// whether the reduced fit `converged`, `failure` ("" where it did not fail)
+/// and `stop`, as `count_term_fit_rust` reports them.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn count_term_species_rust(task: Raw, effects: List) -> RResult<List> {
+    let task = TermTask::decode(task.as_slice())?;
+    let terms = effects
+        .values()
+        .map(|names| {
+            let names: Vec<String> = names
+                .as_str_vector()
+                .ok_or_else(|| Error::input("effects must be a list of character vectors"))?
+                .into_iter()
+                .map(str::to_string)
+                .collect();
+            task.model()
+                .design()
+                .effects_named(&names)
+                .map_err(Error::input)
+        })
+        .collect::<RResult<Vec<_>>>()?;
+    let fits = task.fit_terms(&terms).map_err(Error::input)?;
+    Ok(List::from_values(fits.iter().map(|per_species| {
+        list!(
+            reduced = per_species
+                .iter()
+                .map(|f| f.negative_log_likelihood)
+                .collect::<Vec<_>>(),
+            full = per_species
+                .iter()
+                .map(|f| f.full_negative_log_likelihood)
+                .collect::<Vec<_>>(),
+            converged = per_species.iter().map(|f| f.converged).collect::<Vec<_>>(),
+            failure = per_species
+                .iter()
+                .map(|f| f.failure.clone())
+                .collect::<Vec<_>>(),
+            stop = per_species
+                .iter()
+                .map(|f| f.stop.clone())
+                .collect::<Vec<_>>()
+        )
+    })))
+}
+
 /// One species' objective J (at the fitted standard deviations) and its
 /// gradient at `x` in the optimiser's coordinates (NULL: the estimate),
 /// with the coordinates' names (for tests of the optimum).
@@ -219,5 +291,7 @@ extendr_module! {
     fn count_check_nested_rust;
     fn count_lr_replicate_rust;
     fn count_term_fit_rust;
+    fn count_term_subtask_rust;
+    fn count_term_species_rust;
     fn count_objective_rust;
 }

@@ -15,7 +15,7 @@
 
 use super::degrees::{has_second_pass, select_structure_passes, StructureChoice};
 use super::fit::SpeciesFit;
-use super::pipeline::fit_species_on;
+use super::pipeline::{fit_one, fit_species_on, CountEstimate, CountPlan};
 use super::select::CurveSelection;
 use super::settings::CountFitSettings;
 use super::table::{CountTable, Exposure};
@@ -391,6 +391,225 @@ pub(crate) fn assemble(
     })
 }
 
+/// The gene-level tests' reduced fits (model vignette §15.4) for some
+/// species of a full fit: each term's effects held at 0 on top of what the
+/// fit holds, every species started from its full fit, as
+/// [`super::terms::fit_with_held`] does for all species at once. What one
+/// future of `wisp_gene_tests(backend = "future")` receives.
+#[derive(Clone, Debug)]
+pub(crate) struct TermTask {
+    /// The species' rows and design (their structure is the full fit's).
+    model: CountModel,
+    detected: DetectedChangePoints,
+    estimate: CountEstimate,
+    settings: CountFitSettings,
+}
+
+/// One species' reduced fit of one term.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ReducedFit {
+    /// −ℓ of the reduced fit (NaN when it failed).
+    pub negative_log_likelihood: f64,
+    /// −ℓ of the full fit.
+    pub full_negative_log_likelihood: f64,
+    pub converged: bool,
+    /// Why the fit stopped ("" when it converged), as the fit reports it.
+    pub stop: String,
+    /// Why the fit failed ("" when it did not).
+    pub failure: String,
+}
+
+const TERM_TASK_MAGIC: &[u8; 4] = b"WSPR";
+
+#[derive(Serialize, Deserialize)]
+struct TermTaskWire {
+    species: Vec<u8>,
+    degrees: Vec<usize>,
+    change_points: Vec<Vec<Vec<f64>>>,
+    estimate: Vec<SpeciesFit>,
+}
+
+impl TermTask {
+    /// The task of species `species` (indices, in the order given) of a full fit.
+    pub fn from_plan(plan: &CountPlan, species: &[usize]) -> Result<Self, String> {
+        let full = &plan.model;
+        let shape = full.table().shape();
+        let labels = species
+            .iter()
+            .map(|&s| {
+                full.design()
+                    .species()
+                    .get(s)
+                    .cloned()
+                    .ok_or_else(|| format!("there is no species {s} of {}", shape.species))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let table = full.table().species_rows(species)?;
+        let curves = |c: usize| species.iter().map(move |&s| c * shape.species + s);
+        let degrees: Vec<usize> = (0..shape.contexts)
+            .flat_map(curves)
+            .map(|curve| full.structure().degrees()[curve])
+            .collect();
+        let change_points = (0..shape.contexts)
+            .flat_map(curves)
+            .map(|curve| plan.detected.change_points[curve].clone())
+            .collect();
+        let structure = Structure::new(shape.contexts, species.len(), degrees)?;
+        let model = model_with_table(full, table, labels)?.with_structure(structure.clone())?;
+        let estimate = species
+            .iter()
+            .enumerate()
+            .map(|(local, &s)| {
+                let mut fit = plan.estimate.species[s].clone();
+                fit.species = local;
+                fit
+            })
+            .collect();
+        Ok(TermTask {
+            model,
+            detected: DetectedChangePoints {
+                structure,
+                change_points,
+            },
+            estimate: CountEstimate { species: estimate },
+            settings: plan.settings,
+        })
+    }
+
+    pub fn model(&self) -> &CountModel {
+        &self.model
+    }
+
+    /// Per term (effects, columns of W), per species: its reduced fit.
+    pub fn fit_terms(&self, terms: &[Vec<usize>]) -> Result<Vec<Vec<ReducedFit>>, String> {
+        terms
+            .iter()
+            .map(|held| {
+                if held.is_empty() {
+                    return Err("a term to test holds at least one effect".to_string());
+                }
+                let mut treatments = self.model.held_effects().to_vec();
+                treatments.extend_from_slice(held);
+                let model = self.model.clone().with_held_effects(treatments)?;
+                Ok(self
+                    .estimate
+                    .species
+                    .iter()
+                    .enumerate()
+                    .map(|(s, full)| {
+                        let fitted = fit_one(
+                            &model,
+                            s,
+                            Some(&self.detected),
+                            Some(&self.estimate),
+                            &self.settings,
+                        );
+                        match fitted {
+                            Ok(fit) => ReducedFit {
+                                negative_log_likelihood: fit.negative_log_likelihood,
+                                full_negative_log_likelihood: full.negative_log_likelihood,
+                                converged: fit.converged,
+                                stop: fit.stop.unwrap_or_default(),
+                                failure: String::new(),
+                            },
+                            // As the whole fit's tests report it: the full
+                            // fit kept in its place.
+                            Err(reason) => ReducedFit {
+                                negative_log_likelihood: f64::NAN,
+                                full_negative_log_likelihood: full.negative_log_likelihood,
+                                converged: false,
+                                stop: full.stop.clone().unwrap_or_default(),
+                                failure: reason,
+                            },
+                        }
+                    })
+                    .collect())
+            })
+            .collect()
+    }
+
+    /// The task as checksummed bytes.
+    pub fn encode(&self) -> Result<Vec<u8>, Error> {
+        let species = SpeciesTask {
+            model: self.model.clone(),
+            fixed: Vec::new(),
+            second_pass: false,
+            settings: self.settings,
+        };
+        let wire = TermTaskWire {
+            species: species.encode()?,
+            degrees: self.model.structure().degrees().to_vec(),
+            change_points: self.detected.change_points.clone(),
+            estimate: self.estimate.species.clone(),
+        };
+        let payload = bincode::serde::encode_to_vec(&wire, bincode::config::standard())
+            .map_err(|e| Error::system(format!("cannot encode a term task: {e}")))?;
+        Ok(encode_frame(TERM_TASK_MAGIC, &payload))
+    }
+
+    /// A task from [`Self::encode`]'s bytes, its shapes checked.
+    pub fn decode(bytes: &[u8]) -> Result<Self, Error> {
+        let invalid =
+            |reason: String| Error::corrupt(format!("the term task is invalid: {reason}"));
+        let (payload, end) =
+            frame_payload(TERM_TASK_MAGIC, bytes, u64::MAX).map_err(|e| invalid(e.to_string()))?;
+        if end != bytes.len() {
+            return Err(invalid("bytes after its end".into()));
+        }
+        let wire: TermTaskWire = decode_exact(payload, "a term task").map_err(invalid)?;
+        let species = SpeciesTask::decode(&wire.species)?;
+        let shape = species.model.table().shape();
+        let structure =
+            Structure::new(shape.contexts, shape.species, wire.degrees).map_err(invalid)?;
+        let model = species
+            .model
+            .with_structure(structure.clone())
+            .map_err(invalid)?;
+        let shapes_agree = wire.change_points.len() == shape.contexts * shape.species
+            && wire
+                .change_points
+                .iter()
+                .zip(structure.degrees())
+                .all(|(per_treatment, &d)| {
+                    per_treatment.len() == shape.treatments
+                        && per_treatment.iter().all(|p| p.len() == d)
+                })
+            && wire.estimate.len() == shape.species
+            && wire.estimate.iter().enumerate().all(|(s, f)| {
+                let curves = shape.contexts * shape.treatments;
+                f.species == s
+                    && f.state.theta.len() == curves
+                    && f.curve_informed.len() == curves
+                    && f.state.theta.iter().zip(&f.curve_informed).enumerate().all(
+                        |(curve, (theta, informed))| {
+                            let degree = structure.degree(curve / shape.treatments, s);
+                            theta.len() == super::curve::curve_len(degree)
+                                && informed.len() == theta.len()
+                        },
+                    )
+                    && f.state.rho.len() == shape.contexts
+                    && f.rho_informed.len() == shape.contexts
+                    && f.state.u.len() == shape.ran_levels
+            });
+        if !shapes_agree {
+            return Err(invalid(
+                "its change points or fits do not match its species".into(),
+            ));
+        }
+        Ok(TermTask {
+            model,
+            detected: DetectedChangePoints {
+                structure,
+                change_points: wire.change_points,
+            },
+            estimate: CountEstimate {
+                species: wire.estimate,
+            },
+            settings: species.settings,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::degrees::select_structure;
@@ -573,5 +792,43 @@ mod tests {
             "{as_fit}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn reduced_fits_of_some_species_are_those_of_the_whole_fit() {
+        let full = super::super::tests_support::fitted_plan(8);
+        let serial = PoolOptions::default();
+        let whole =
+            super::super::terms::fit_with_held(&full, &[1], &serial, || false, |_, _| {}).unwrap();
+        let species = full.estimate.species.len();
+        let order: Vec<usize> = (0..species).rev().collect();
+        let task = TermTask::decode(
+            &TermTask::from_plan(&full, &order)
+                .unwrap()
+                .encode()
+                .unwrap(),
+        )
+        .unwrap();
+        let reduced = task.fit_terms(&[vec![1]]).unwrap();
+        for (local, &s) in order.iter().enumerate() {
+            let got = &reduced[0][local];
+            let expected = &whole.plan.estimate.species[s];
+            assert_eq!(
+                got.negative_log_likelihood.to_bits(),
+                expected.negative_log_likelihood.to_bits()
+            );
+            assert_eq!(
+                got.full_negative_log_likelihood.to_bits(),
+                full.estimate.species[s].negative_log_likelihood.to_bits()
+            );
+            assert_eq!(got.converged, expected.converged);
+            assert!(got.failure.is_empty());
+        }
+        assert!(task.fit_terms(&[vec![]]).is_err());
+        assert!(TermTask::from_plan(&full, &[species]).is_err());
+        let mut damaged = TermTask::from_plan(&full, &[0]).unwrap().encode().unwrap();
+        let at = damaged.len() / 2;
+        damaged[at] ^= 1;
+        assert!(TermTask::decode(&damaged).is_err());
     }
 }
