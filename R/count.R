@@ -75,6 +75,12 @@ degree_vector <- function(degrees, contexts, species, call = sys.call(-1)) {
   as.double(t(degrees)) # context-major
 }
 
+# What to do when a count fit needs more memory than the process can get.
+fit_memory_advice <- paste0(
+  "fit fewer genes at once (subsets of `count.data`), give a binned table (wisp_bin()), whose ",
+  "rows are far fewer than one token per cell and gene, or fit the genes on a cluster ",
+  "(backend = \"future\" with a future.batchtools plan)")
+
 # Fits the count model. Returns what wisp_count_result() assembles.
 # `progress` is NULL or function(stage, done, total), called as each fit of
 # the grid search ("grid") and each gene ("fit") ends (see stage_progress()).
@@ -106,11 +112,15 @@ count_fit <- function(prepared, settings, workers, degrees = NULL, bins = NULL,
   core[names(control)] <- control
   rows <- as.double(length(codes$contexts)) * length(codes$species) * length(codes$ran_levels) *
     prod(lengths(codes$factor_levels)) * bins
-  check_memory(count_memory_rust(as.double(nrow(prepared$tokens)),
-                                 as.double(length(prepared$fixed_effects)), rows),
-               "the count fit", paste0(
-                 "fit fewer genes at once (subsets of `count.data`), or give a binned table ",
-                 "(wisp_bin()), whose rows are far fewer than one token per cell and gene"))
+  forecast <- count_memory_rust(as.double(nrow(prepared$tokens)),
+                                as.double(length(prepared$fixed_effects)), rows)
+  if (!is.null(apart)) {
+    # The genes' task besides: each row's count and exposure, encoded, in R's
+    # copy, and in the chunks cut from it.
+    bytes <- forecast$bytes + 48 * rows
+    forecast <- list(bytes = bytes, available = memory_available_rust(bytes))
+  }
+  check_memory(forecast, "the count fit", fit_memory_advice)
   data <- list(
     as.double(prepared$tokens$count), as.integer(prepared$tokens$bin),
     codes$context, codes$species_code, codes$ran, as.integer(codes$factor_codes),

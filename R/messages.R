@@ -102,15 +102,18 @@ unknown_parameter_error <- function(unknown, names, call) {
 # A wide per-cell table (cells x genes: many numeric columns, no count
 # column) is not tokens; wisp_bin() makes them from it.
 wide_table_hint <- function(count.data) {
-  numeric <- names(count.data)[vapply(count.data, function(v) is.numeric(v) && !is.factor(v), NA)]
-  numeric <- setdiff(numeric, c("bin", "cell", "x", "y", "z", "depth", "position"))
-  if (length(numeric) < 3L) return("")
-  paste0(" count.data has no count column but ", length(numeric), " numeric columns (",
+  counts_like <- vapply(count.data, function(v) {
+    is.numeric(v) && !is.factor(v) && all(is.na(v) | (v >= 0 & v == round(v)))
+  }, NA)
+  numeric <- setdiff(names(count.data)[counts_like],
+                     c("bin", "cell", "cell_id", "x", "y", "z", "depth", "position"))
+  if (length(numeric) < 2L) return("")
+  paste0(" count.data has no count column but ", length(numeric), " columns of whole numbers (",
          paste0("'", utils::head(numeric, 4), "'", collapse = ", "),
          if (length(numeric) > 4) ", ..." else "", "): if it is a wide table of cells x genes, ",
-         "wisp() needs one row per cell and gene (a token): make them, with their bins, with ",
-         "wisp_bin() from a cells x genes matrix of the counts and a data.frame of the cells' ",
-         "ids, positions and metadata.")
+         "make the binned table wisp() fits (summed counts per gene and bin) with ",
+         "wisp_bin(counts, cells, position = ...), from a cells x genes matrix of the counts ",
+         "and a data.frame of the cells' ids, positions and metadata.")
 }
 
 # "6 estimates on a bound (...)": the genes without a single count, whose

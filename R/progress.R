@@ -1,15 +1,19 @@
+# Stages of fewer fits say only that they start.
+long_stage <- 10L
+
 # The progress of wisp()'s stages. `report(stage, done, total)` is what Rust
 # calls as each distinct change-point structure of the grid search (stage
 # "grid"), each curve's structure selection (stages "structure" and, with
 # the random effects held at the fit of that first choice, stage "warps",
 # then "reselect", under structure = "likelihood") and each gene (stage
-# "fit") is fitted, with
-# done = 0 before the
-# first fit of a stage (stage "joint": the original's one fit of every
-# gene, reported from R). It signals one progressr step per fit (with
+# "fit"; "species": each gene's whole selection and fit, with a checkpoint
+# or on futures, after "kept", the genes the checkpoint held) is fitted,
+# with done = 0 before the first fit of a stage (stage "joint": the
+# original's one fit of every gene, reported from R). It signals one progressr step per fit (with
 # `progress`; one progressor per stage, finished after its last step) and,
 # through `say`, coarse messages: the stage and what it fits when it starts,
-# and how many are done (at the end, and for more than 4 every quarter).
+# and, for stages of `long_stage` fits or more, how many are done at most
+# every quarter.
 # `finish()` finishes a stage that an error cut short; wisp() calls it on
 # exit.
 stage_progress <- function(say, progress, workers, envir = parent.frame()) {
@@ -53,9 +57,10 @@ stage_progress <- function(say, progress, workers, envir = parent.frame()) {
       return(invisible())
     }
     if (!is.null(step)) step()
-    # The end, and for more than 4 at most every quarter.
+    # For long stages only (a stage line says how many there are), at most
+    # every quarter and at the end.
     quarter <- ceiling(total / 4)
-    if (done == total || (total > 4L && done %/% quarter != (done - 1L) %/% quarter)) {
+    if (total >= long_stage && done %/% quarter != (done - 1L) %/% quarter) {
       say(sprintf("  %d of %s fitted", done, count_noun(total, unit)))
     }
     if (done >= total) finish()

@@ -299,7 +299,7 @@
 #' the fit with the number of genes; with a checkpoint or
 #' `backend = "future"`, one stage for every gene's structure and fit, after
 #' the number of genes the checkpoint already held), how many of them have been fitted
-#' (at the end, and for more than 4 at most every quarter), and a summary of each
+#' (for 10 or more, at most every quarter), and a summary of each
 #' stage. With the progressr package installed it also signals one
 #' progress step per curve of the structure selection or structure of the
 #' grid search, and per gene of the fit, as each one ends (on `max.fork` workers, in the order they
@@ -429,8 +429,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   say <- function(...) if (verbose) message(...)
 
   started <- proc.time()[["elapsed"]]
-  advice <- paste0("fit fewer genes at once (subsets of `count.data`), or give a binned table ",
-                   "(wisp_bin()), whose rows are far fewer than one token per cell and gene")
+  advice <- fit_memory_advice
   prepared <- with_memory_advice(
     prepare_count_data(count.data, variables, settings$max_bin,
                        missing_treatments = if (settings$likelihood == "nb") "warn" else "error",
@@ -443,7 +442,9 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
                "wisp_bin(..., format = \"tokens\").", call = call)
   }
   say(fixed_effect_message(prepared$fixed_effect_info))
-  progress <- stage_progress(say, verbose, max.fork)
+  progress <- stage_progress(say, verbose,
+                             if (identical(apart$backend, "future")) future::nbrOfWorkers() else
+                               max.fork)
   on.exit(progress$finish(), add = TRUE)
   result <- with_memory_advice(if (settings$likelihood == "nb") {
     wisp_count(prepared, settings, plot.settings, variables, call, max.fork, say,

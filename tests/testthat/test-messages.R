@@ -197,8 +197,12 @@ test_that("the stage messages are a start line and at most a few progress lines"
     for (done in 0:total) progress$report("fit", done, total)
     said
   }
-  expect_identical(lines(3), c("Fit: 3 genes to fit.", "  3 of 3 genes fitted"))
-  expect_length(lines(5), 4L) # start, 2, 4, 5
+  # A short stage says only that it starts; a long one at most every quarter.
+  expect_identical(lines(3), "Fit: 3 genes to fit.")
+  expect_identical(lines(9), "Fit: 9 genes to fit.")
+  expect_identical(lines(12), c("Fit: 12 genes to fit.", "  3 of 12 genes fitted",
+                                "  6 of 12 genes fitted", "  9 of 12 genes fitted",
+                                "  12 of 12 genes fitted"))
   expect_lte(length(lines(100)), 5L)
   expect_identical(utils::tail(lines(100), 1), "  100 of 100 genes fitted")
 })
@@ -213,4 +217,15 @@ test_that("confint() with an unknown parameter shows what the names look like", 
   fit <- messages_fit()
   expect_error(confint(fit, parm = "KO", method = "wald"), class = "wisp_input_error",
                regexp = "unknown parameter in `parm`: 'KO'. Parameter names look like 'b.*names\\(coef\\(fit\\)\\).*grep\\(\"KO\"")
+})
+
+test_that("a wide table of cells x genes points to wisp_bin()", {
+  set.seed(5)
+  wide <- data.frame(cell = 1:40, depth = stats::runif(40, 0, 1000),
+                     mouse = rep(c("a", "b"), 20), Gad1 = stats::rpois(40, 2),
+                     Sst = stats::rpois(40, 3))
+  expect_error(wisp(wide, verbose = FALSE), class = "wisp_input_error",
+               regexp = "2 columns of whole numbers \\('Gad1', 'Sst'\\).*wisp_bin\\(counts, cells")
+  # Positions and ids are not taken for genes, and a long table is not wide.
+  expect_identical(wispack:::wide_table_hint(wide[c("cell", "depth", "Gad1")]), "")
 })
