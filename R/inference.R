@@ -56,6 +56,11 @@ slope_ratio_tests <- function(fit, covariance, df, alpha, wald) {
   held <- held_rows(p)
   slopes <- which(p$component %in% "tslope" & p$role %in% c("baseline", "beta"))
   curve_key <- paste(p$species, p$context, p$block, sep = "\r")[slopes]
+  # Each tested slope effect's row, log ratio, its standard error and the
+  # back-transform's scale, collected first and tested in one call: a panel
+  # has tens of thousands of them.
+  rows <- log_ratio <- log_ratio_se <- scale <- vector("list", length(unique(curve_key)))
+  k <- 0L
   for (idx in split(slopes, curve_key)) {
     idx <- idx[order(match(p$treatment[idx], treatments))]
     if (!identical(p$treatment[idx], treatments)) next
@@ -74,14 +79,22 @@ slope_ratio_tests <- function(fit, covariance, df, alpha, wald) {
       # No value-scale standard error (a coordinate at a bound, ...): no test.
       if (!(positive > 0 && negative > 0) || is.na(wald$lower[idx[j]])) next
       gradient <- pmax(w, 0) / positive - pmax(-w, 0) / negative
-      se <- sqrt(max(drop(gradient %*% value_variance %*% gradient), 0))
-      ratio <- wald_tests(log(positive / negative), se, df[idx[j]], alpha)
-      scale <- 2 * sqrt(positive * negative)
-      wald[idx[j], c("statistic", "p.value")] <- ratio[c("statistic", "p.value")]
-      wald$lower[idx[j]] <- scale * sinh(ratio$lower / 2)
-      wald$upper[idx[j]] <- scale * sinh(ratio$upper / 2)
+      k <- k + 1L
+      rows[[k]] <- idx[j]
+      log_ratio[[k]] <- log(positive / negative)
+      log_ratio_se[[k]] <- sqrt(max(drop(gradient %*% value_variance %*% gradient), 0))
+      scale[[k]] <- 2 * sqrt(positive * negative)
     }
   }
+  if (k == 0L) return(wald)
+  rows <- unlist(rows[seq_len(k)])
+  scale <- unlist(scale[seq_len(k)])
+  ratio <- wald_tests(unlist(log_ratio[seq_len(k)]), unlist(log_ratio_se[seq_len(k)]),
+                      df[rows], alpha)
+  wald$statistic[rows] <- ratio$statistic
+  wald$p.value[rows] <- ratio$p.value
+  wald$lower[rows] <- scale * sinh(ratio$lower / 2)
+  wald$upper[rows] <- scale * sinh(ratio$upper / 2)
   wald
 }
 

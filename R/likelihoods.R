@@ -105,7 +105,7 @@ curve_values.wisp_nb <- function(object, points, samples) {
   count <- length(object$fitted.parameters)
   samples <- matrix(as.double(samples), ncol = count)
   code <- function(values, levels) as.integer(match(values, levels) - 1L)
-  model <- count_description(object$plan)
+  model <- count_labels(object)
   ran <- ifelse(points$ran == "none", -1L, code(points$ran, model$ran_levels))
   values <- count_curves_rust(object$plan, as.vector(t(samples)), as.integer(ran),
                               code(points$context, model$contexts),
@@ -113,6 +113,20 @@ curve_values.wisp_nb <- function(object, points, samples) {
                               code(points$treatment, model$treatments), points$bin)
   matrix(values, nrow = length(points$bin))
 }
+# The labels of a count fit's plan in the core's order (contexts, species,
+# random levels, treatments), as the fit keeps them (wisp_count_result()
+# takes them from the plan's description); describing the plan again, with
+# a row per summed row, only for a fit without them.
+count_labels <- function(fit) {
+  groups <- fit$grouping.variables
+  if (is.null(groups$context.lvls) || is.null(groups$species.lvls) ||
+      !identical(groups$ran.lvls[1], "none") || is.null(fit$treatment$names)) {
+    return(count_description(fit$plan))
+  }
+  list(contexts = groups$context.lvls, species = groups$species.lvls,
+       ran_levels = groups$ran.lvls[-1], treatments = fit$treatment$names)
+}
+
 #' @export
 curve_values.wisp_original <- function(object, points, samples) {
   count <- length(object$fitted.parameters)

@@ -15,7 +15,8 @@
 #' @keywords internal
 #' @noRd
 sorted_levels <- function(x) {
-  if (is.factor(x)) return(levels(x)[levels(x) %in% as.character(x[!is.na(x)])])
+  # The levels with data, by their codes: no copy of a long column.
+  if (is.factor(x)) return(levels(x)[tabulate(x, nbins = nlevels(x)) > 0L])
   x <- x[!is.na(x)]
   if (is.numeric(x)) return(as.character(sort(unique(x))))
   values <- sort(unique(as.character(x)), method = "radix")

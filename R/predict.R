@@ -300,7 +300,7 @@ prediction_intervals <- function(object, points, pred_log, level, method,
                "the fixed effects, not an animal's random effects. Predict with ran = \"none\", ",
                "or bootstrap the fit for intervals of animals' curves.", call = call)
   }
-  model <- count_description(object$plan)
+  model <- count_labels(object)
   code <- function(values, levels) as.integer(match(values, levels) - 1L)
   gradients <- count_curve_gradients_rust(object$plan, as.double(object$fitted.parameters),
                                           code(points$context, model$contexts),

@@ -251,7 +251,11 @@ test_that("a wide per-cell table (cells x genes) points to wisp_bin()", {
   wide <- data.frame(Gad1 = c(0, 2, 1), Sst = c(3, 0, 0), Vip = c(1, 1, 0),
                      depth = c(10, 250, 700), mouse = "m1")
   expect_error(fit_quietly(wide), class = "wisp_input_error",
-               regexp = "no column 'count'.*'Gad1', 'Sst', 'Vip'.*cells x genes.*wisp_bin\\(\\)")
+               regexp = "no column 'count'.*'Gad1', 'Sst', 'Vip'.*cells x genes.*wisp_bin\\(counts, cells")
+  # Two genes are enough; positions and ids are not taken for genes.
+  expect_error(fit_quietly(wide[c("Gad1", "Sst", "depth", "mouse")]), class = "wisp_input_error",
+               regexp = "2 columns of whole numbers \\('Gad1', 'Sst'\\)")
+  expect_identical(wispack:::wide_table_hint(wide[c("depth", "Gad1")]), "")
 })
 
 test_that("bins with gaps draw a warning that names them", {

@@ -218,14 +218,3 @@ test_that("confint() with an unknown parameter shows what the names look like", 
   expect_error(confint(fit, parm = "KO", method = "wald"), class = "wisp_input_error",
                regexp = "unknown parameter in `parm`: 'KO'. Parameter names look like 'b.*names\\(coef\\(fit\\)\\).*grep\\(\"KO\"")
 })
-
-test_that("a wide table of cells x genes points to wisp_bin()", {
-  set.seed(5)
-  wide <- data.frame(cell = 1:40, depth = stats::runif(40, 0, 1000),
-                     mouse = rep(c("a", "b"), 20), Gad1 = stats::rpois(40, 2),
-                     Sst = stats::rpois(40, 3))
-  expect_error(wisp(wide, verbose = FALSE), class = "wisp_input_error",
-               regexp = "2 columns of whole numbers \\('Gad1', 'Sst'\\).*wisp_bin\\(counts, cells")
-  # Positions and ids are not taken for genes, and a long table is not wide.
-  expect_identical(wispack:::wide_table_hint(wide[c("cell", "depth", "Gad1")]), "")
-})

@@ -54,21 +54,21 @@ pub(crate) trait Record: Serialize + DeserializeOwned {
     const KIND: &'static str;
 }
 
+/// The first bytes of a fit's checkpoint (its genes: the record of
+/// [`crate::nb::panel`]), and what the kinds are called in messages.
+pub(crate) const FIT_FILE_MAGIC: &[u8; 8] = b"WISPFIT1";
+pub(crate) const FIT_KIND: &str = "a fit's checkpoint";
+const BOOTSTRAP_KIND: &str = "a bootstrap's checkpoint";
+
 /// Every kind's file magic and name, so that a file of one kind given for
 /// another is named as what it is.
-const KINDS: &[(&[u8; 8], &str)] = &[
-    (FILE_MAGIC, "a bootstrap's checkpoint"),
-    (
-        crate::nb::panel::SpeciesRecord::FILE_MAGIC,
-        crate::nb::panel::SpeciesRecord::KIND,
-    ),
-];
+const KINDS: &[(&[u8; 8], &str)] = &[(FILE_MAGIC, BOOTSTRAP_KIND), (FIT_FILE_MAGIC, FIT_KIND)];
 
 impl Record for Entry {
     const FILE_MAGIC: &'static [u8; 8] = FILE_MAGIC;
     const OLDER_MAGICS: &'static [(&'static [u8; 8], &'static str)] = OLDER_MAGICS;
     const FRAME_MAGIC: &'static [u8; 4] = FRAME_MAGIC;
-    const KIND: &'static str = "a bootstrap's checkpoint";
+    const KIND: &'static str = BOOTSTRAP_KIND;
 }
 
 /// One finished replicate, as stored in a frame.

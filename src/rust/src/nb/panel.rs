@@ -51,10 +51,10 @@ pub(crate) struct SpeciesRecord {
 }
 
 impl Record for SpeciesRecord {
-    const FILE_MAGIC: &'static [u8; 8] = b"WISPFIT1";
+    const FILE_MAGIC: &'static [u8; 8] = crate::checkpoint::FIT_FILE_MAGIC;
     const OLDER_MAGICS: &'static [(&'static [u8; 8], &'static str)] = &[];
     const FRAME_MAGIC: &'static [u8; 4] = b"WFTF";
-    const KIND: &'static str = "a fit's checkpoint";
+    const KIND: &'static str = crate::checkpoint::FIT_KIND;
 }
 
 /// The panel's species (or some of them) with everything their fits need.
