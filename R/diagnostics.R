@@ -374,10 +374,11 @@ residual_qq_plot <- function(x) {
   points$gene <- factor(labels[points$gene], levels = labels)
   ylab <- if (quantile_type) "quantile residual" else "log residual / SD"
   subtitle <- if (quantile_type) {
-    sprintf("all genes: Kolmogorov-Smirnov %s; grey: 95 %% band of a correct model",
+    # Two lines: one does not fit a figure a column wide (85-120 mm).
+    sprintf("all genes: Kolmogorov-Smirnov %s\ngrey: 95 %% band of a correct model",
             p_text(x$normality$p.value))
   } else {
-    "log residuals standardised per gene; grey: 95 % band for normal residuals"
+    "log residuals standardised per gene\ngrey: 95 % band for normal residuals"
   }
   ggplot2::ggplot(points, ggplot2::aes(x = .data$theoretical)) +
     ggplot2::geom_ribbon(ggplot2::aes(ymin = .data$lower, ymax = .data$upper),
@@ -429,7 +430,7 @@ residual_bin_plot <- function(x) {
     ggplot2::facet_wrap(ggplot2::vars(.data$panel), ncol = facet_columns(nlevels(rows$panel))) +
     ggplot2::labs(x = "bin", y = ylab, colour = "mean per bin, treatment",
                   title = "Residuals along the bins",
-                  subtitle = paste0("points: residuals; lines: their mean per bin; ", band_text)) +
+                  subtitle = paste0("points: residuals; lines: their mean per bin\n", band_text)) +
     diagnostic_theme()
 }
 
@@ -475,6 +476,6 @@ residual_dispersion_plot <- function(x, call) {
     ggplot2::labs(x = "model variance of the count (group mean)",
                   y = "observed (count - fitted)^2 (group mean)", colour = "context",
                   title = "Dispersion check",
-                  subtitle = "counts grouped by model variance; above the line: overdispersed") +
+                  subtitle = "counts grouped by model variance\nabove the line: overdispersed") +
     diagnostic_theme()
 }

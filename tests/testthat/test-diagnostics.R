@@ -255,3 +255,14 @@ test_that("the residual figures look as they did (vdiffr snapshots)", {
   vdiffr::expect_doppelganger("residuals-dispersion", plot(checked, "dispersion"))
   vdiffr::expect_doppelganger("plot-type-residuals", plot(diagnostics_small(), type = "residuals"))
 })
+
+test_that("the residual figures' titles fit a figure one column wide", {
+  # At the theme's sizes a line of about 60 characters spans 120 mm, the
+  # width of a journal's column and a half: longer lines were clipped.
+  checked <- wisp_residuals(diagnostics_small(), seed = 5)
+  for (type in c("qq", "bins", "dispersion")) {
+    labels <- plot(checked, type)$labels
+    lines <- unlist(strsplit(c(labels$title, labels$subtitle), "\n", fixed = TRUE))
+    expect_true(all(nchar(lines) <= 60), label = paste(type, ":", paste(lines, collapse = " | ")))
+  }
+})
