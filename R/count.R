@@ -330,6 +330,10 @@ wisp_count_result <- function(fitted, settings, plot.settings, variables, call) 
 # gradient at the end), `on.bound` (estimates on a bound), `dispersion` (the
 # smallest and largest over the contexts), `transitions` (per context, in
 # context order), `note` (why the fit stopped, when it did not converge).
+# How the core marks a gene whose fit failed (an error, or its worker's
+# crash): kept without estimates, the other genes fitted.
+failed_gene_note <- "failed: "
+
 gene_qc_table <- function(model) {
   fits <- model$species_fits
   if (is.null(fits)) return(NULL)
@@ -339,10 +343,12 @@ gene_qc_table <- function(model) {
   totals <- tapply(model$rows$count, factor(model$rows$species, levels = genes), sum)
   silent <- !is.na(totals) & totals == 0 & !nzchar(note)
   note[silent] <- "no counts: every count of the gene is 0"
+  failed <- startsWith(note, failed_gene_note)
   data.frame(gene = genes, converged = fits$converged,
              iterations = as.integer(fits$iterations),
              gradient = fits$scaled_gradient, on.bound = as.integer(fits$on_bound),
-             dispersion = vapply(genes, function(g) span(model$dispersion[g, ]), ""),
+             dispersion = ifelse(failed, NA_character_,
+                                 vapply(genes, function(g) span(model$dispersion[g, ]), "")),
              transitions = vapply(genes, function(g) paste(model$degrees[, g], collapse = ","), ""),
              note = note, stringsAsFactors = FALSE, row.names = NULL)
 }
@@ -384,7 +390,18 @@ wisp_count <- function(prepared, settings, plot.settings, variables, call, worke
               count_noun(diagnostics$n.params, "parameter"), diagnostics$code,
               count_noun(diagnostics$iterations, "Newton iteration"),
               proc.time()[["elapsed"]] - t0))
-  if (!diagnostics$converged) {
+  qc <- result$gene.qc
+  failed <- !is.null(qc) & startsWith(qc$note, failed_gene_note)
+  if (any(failed)) {
+    warning(sprintf(paste0(
+      "the fit of %s failed and %s kept without estimates (the reasons are in fit$gene.qc); ",
+      "the other genes were fitted: %s."), count_noun(sum(failed), "gene"),
+      if (sum(failed) > 1) "they are" else "it is",
+      paste(sprintf("%s (%s)", qc$gene[failed], sub(failed_gene_note, "", qc$note[failed],
+                                                      fixed = TRUE))[seq_len(min(5, sum(failed)))],
+            collapse = "; ")), call. = FALSE)
+  }
+  if (!diagnostics$converged && (is.null(qc) || any(!qc$converged & !failed))) {
     warning("the fit did not converge (", diagnostics$code, ").", call. = FALSE)
   }
   if (diagnostics$on.bound > 0) say(on_bound_message(diagnostics$on.bound, prepared$tokens))

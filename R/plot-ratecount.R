@@ -63,6 +63,8 @@ curve_rows <- function(fit, rows, opts, band = FALSE) {
   empty$bin <- numeric(0)
   empty$y.pred <- numeric(0)
   if (band) empty$y.low <- empty$y.high <- numeric(0)
+  # (No finite curve: e.g. a gene whose fit failed shows its counts only.)
+  empty$curve <- character(0)
   if (!nrow(rows)) return(empty)
   key <- paste(rows$ran, rows$context, rows$species, rows$treatment, sep = "\r")
   curves <- lapply(split(seq_len(nrow(rows)), factor(key, levels = unique(key))), function(i) {

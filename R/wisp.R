@@ -389,7 +389,11 @@
 #'   its own fit (`converged`, Newton `iterations`, the largest scaled
 #'   `gradient`, estimates `on.bound`, the `dispersion` range over contexts,
 #'   the `transitions` per context, and a `note` on why a fit stopped;
-#'   [summary.wisp()] lists the genes that need a look), and `bins` for data
+#'   [summary.wisp()] lists the genes that need a look; a gene whose fit
+#'   failed, by an error or its worker's crash, is kept without estimates
+#'   (`NA`, its note "failed: " and the reason, a warning naming it) while
+#'   the other genes are fitted, and decide alone whether the fit
+#'   converged), and `bins` for data
 #'   from [wisp_bin()] (the bin `breaks`, the `position` column and its
 #'   `unit`; the figures label the spatial axis in positions). With statistics (Wald by default
 #'   under `"nb"`, or from `bootstraps.num` replicates), `stats` (see

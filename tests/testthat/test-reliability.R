@@ -419,3 +419,47 @@ test_that("under an address-space limit, binning and fitting fail with a classed
   expect_identical(outcome$binning, "wisp_system_error")
   expect_identical(outcome$fitting, "wisp_system_error")
 })
+
+test_that("a gene whose fit fails is kept with its reason, and the others go on", {
+  skip_without_test_hooks()
+  counts <- wisp_simulate(n.genes = 3, n.bins = 40, seed = 4,
+                          fixed.effects = list(genotype = c("WT", "KO")))
+  settings <- list(structure = "lro", LRO_cost = "none")
+  reference <- without_design_warning(wisp(counts, verbose = FALSE, max.fork = 2,
+                                           model.settings = settings))
+  # The worker fitting gene2 dies (as one killed by the kernel for memory).
+  with_faults(list(kill = 2L))
+  on.exit(no_faults(), add = TRUE)
+  expect_warning(fit <- without_design_warning(expect_no_trace(
+    wisp(counts, verbose = FALSE, max.fork = 2, model.settings = settings))),
+    "the fit of 1 gene failed and it is kept without estimates.*gene2 \\(killed by signal 9")
+  no_faults()
+  qc <- fit$gene.qc
+  expect_identical(qc$converged, c(TRUE, FALSE, TRUE))
+  expect_identical(qc$note[2], "failed: killed by signal 9 (SIGKILL)")
+  expect_true(is.na(qc$dispersion[2]))
+  gene2 <- fit$parameters$species %in% "gene2"
+  expect_true(all(is.na(fit$fitted.parameters[gene2])))
+  expect_identical(unname(fit$fitted.parameters[!gene2]),
+                   unname(reference$fitted.parameters[!gene2]))
+  # Its statistics and gene-level test are missing, with the reason; the
+  # others' are those of the fit without the failure.
+  stats <- fit$stats$parameters
+  in_gene2 <- stats$parameter %in% fit$parameters$name[gene2]
+  expect_true(all(is.na(stats$p.value[in_gene2])))
+  expect_identical(stats[!in_gene2, ], reference$stats$parameters[!in_gene2, ])
+  tests <- fit$gene.tests
+  expect_true(is.na(tests$statistic[tests$gene == "gene2"]))
+  expect_match(tests$note[tests$gene == "gene2"], "the gene's fit failed: killed by signal 9")
+  expect_identical(tests$statistic[tests$gene != "gene2"],
+                   reference$gene.tests$statistic[reference$gene.tests$gene != "gene2"])
+  # Its figure shows its counts; a bootstrap keeps it failed.
+  expect_no_error(ggplot2::ggplot_build(plot(fit, type = "ratecount", species = "gene2")))
+  # The other genes decide whether the fit (and a replicate) converged.
+  expect_true(fit$fit.diagnostics$converged)
+  expect_match(fit$fit.diagnostics$code, "^converged, but for gene2: failed: killed")
+  boot <- bs_batch(fit, 2, resample = "parametric", seed = 3, progress = FALSE)
+  expect_identical(boot$diagnostics$converged, c(TRUE, TRUE))
+  expect_true(all(is.na(boot$t[, gene2])))
+  expect_true(all(is.finite(boot$t[, !gene2 & fit$parameters$role %in% "beta"])))
+})

@@ -77,6 +77,9 @@ fn species_covariance(
     fit: &SpeciesFit,
     settings: &CountFitSettings,
 ) -> Result<Option<SpeciesCovariance>, String> {
+    if fit.has_failed() {
+        return Ok(None);
+    }
     let s = fit.species;
     let free = fit.sigma.map(|v| v > 0.0);
     let problem = SpeciesProblem::new(model, s, free).with_settings(settings);

@@ -48,6 +48,51 @@ pub(crate) struct SpeciesFit {
     pub trace: Vec<(usize, NewtonIteration)>,
 }
 
+/// What marks a species' fit as failed in its `stop` (saved plans keep it).
+const FAILED: &str = "failed: ";
+
+impl SpeciesFit {
+    /// Species `species` of `model` whose fit failed (`reason`), kept in the
+    /// fit so that the other species go on: its unknowns at 0 and not
+    /// informed (reported as NaN), no random-effect variances, −ℓ 0 (it adds
+    /// nothing to the fit's sums), not converged, its `stop` saying why.
+    pub(crate) fn failed(model: &CountModel, species: usize, reason: &str) -> SpeciesFit {
+        let shape = model.table().shape();
+        let theta: Vec<Vec<f64>> = (0..shape.contexts * shape.treatments)
+            .map(|curve| {
+                let degree = model.structure().degree(curve / shape.treatments, species);
+                vec![0.0; super::curve::curve_len(degree)]
+            })
+            .collect();
+        SpeciesFit {
+            species,
+            curve_informed: theta.iter().map(|t| vec![false; t.len()]).collect(),
+            rho_informed: vec![false; shape.contexts],
+            state: SpeciesState {
+                theta,
+                rho: vec![0.0; shape.contexts],
+                u: vec![[0.0; 3]; shape.ran_levels],
+            },
+            sigma: [0.0; 3],
+            objective: 0.0,
+            negative_log_likelihood: 0.0,
+            iterations: 0,
+            evaluations: 0,
+            variance_updates: 0,
+            converged: false,
+            scaled_gradient: f64::NAN,
+            on_bound: 0,
+            stop: Some(format!("{FAILED}{reason}")),
+            trace: Vec::new(),
+        }
+    }
+
+    /// Whether this is a species whose fit failed ([`Self::failed`]).
+    pub(crate) fn has_failed(&self) -> bool {
+        self.stop.as_deref().is_some_and(|s| s.starts_with(FAILED))
+    }
+}
+
 fn free_warps_of(sigma: Sigma) -> [bool; 3] {
     sigma.map(|s| s > 0.0)
 }

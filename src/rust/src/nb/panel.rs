@@ -497,6 +497,15 @@ impl TermTask {
                     .iter()
                     .enumerate()
                     .map(|(s, full)| {
+                        if full.has_failed() {
+                            return ReducedFit {
+                                negative_log_likelihood: f64::NAN,
+                                full_negative_log_likelihood: full.negative_log_likelihood,
+                                converged: false,
+                                stop: full.stop.clone().unwrap_or_default(),
+                                failure: super::terms::failed_full_fit(full),
+                            };
+                        }
                         let fitted = fit_one(
                             &model,
                             s,

@@ -67,9 +67,13 @@ pub(crate) fn fit_one(
     start: Option<&CountEstimate>,
     settings: &CountFitSettings,
 ) -> Result<SpeciesFit, String> {
-    let warm = start
-        .and_then(|e| e.species.get(species))
-        .map(|f| (&f.state, f.sigma));
+    let start_fit = start.and_then(|e| e.species.get(species));
+    // A species whose full fit failed has nothing to start from: it stays
+    // failed (in replicates and reduced fits alike).
+    if let Some(failed) = start_fit.filter(|f| f.has_failed()) {
+        return Ok(failed.clone());
+    }
+    let warm = start_fit.map(|f| (&f.state, f.sigma));
     fit_species(model, species, detected, warm, settings)
 }
 
@@ -81,9 +85,25 @@ pub(crate) fn summarise(
     let parameters = reported_parameters(model, &estimate.species)?;
     let layout = CountLayout::new(model.design(), model.structure())?;
     let fits = &estimate.species;
-    let converged = fits.iter().all(|f| f.converged);
-    let code = if converged {
+    // A species whose fit failed is carried, not fitted (in replicates and
+    // reduced fits too): the others decide whether the fit converged, and
+    // the code names it.
+    let converged = fits.iter().filter(|f| !f.has_failed()).all(|f| f.converged);
+    let failed: Vec<String> = fits
+        .iter()
+        .filter(|f| f.has_failed())
+        .map(|f| {
+            format!(
+                "{}: {}",
+                model.design().species()[f.species],
+                f.stop.as_deref().unwrap_or("failed")
+            )
+        })
+        .collect();
+    let code = if converged && failed.is_empty() {
         "converged".to_string()
+    } else if converged {
+        format!("converged, but for {}", failed.join("; "))
     } else {
         let reasons: Vec<String> = fits
             .iter()
@@ -161,21 +181,28 @@ pub(crate) fn fit_species_on(
     let mut new_fits = engine::map_tasks(
         to_fit.len(),
         options,
-        |task| fit_one(model, to_fit[task - 1], Some(detected), None, settings),
+        |task| {
+            // Tasks run in forked children only with several workers and
+            // tasks: only there may a test hook kill one.
+            #[cfg(feature = "test-hooks")]
+            if options.workers > 1 && to_fit.len() > 1 {
+                crate::faults::strike_armed(task);
+            }
+            fit_one(model, to_fit[task - 1], Some(detected), None, settings)
+        },
         interrupted,
         progress,
     )?
     .into_iter()
     .zip(&to_fit)
+    // A panel does not stop for one species: its failure (an error, or its
+    // worker's crash) is kept as its fit, with the reason.
     .map(|(outcome, &s)| match outcome {
-        Ok(fit) => Ok(fit),
-        Err(Failure::Task(message)) => Err(Error::input(message)),
-        Err(failure) => Err(Error::system(format!(
-            "the fit of species {} failed: {failure}",
-            model.design().species()[s]
-        ))),
+        Ok(fit) => fit,
+        Err(Failure::Task(message)) => SpeciesFit::failed(model, s, &message),
+        Err(failure) => SpeciesFit::failed(model, s, &failure.to_string()),
     })
-    .collect::<Result<Vec<_>, Error>>()?
+    .collect::<Vec<_>>()
     .into_iter();
     let fits = (0..species)
         .map(|s| match done_of(s) {
@@ -253,5 +280,62 @@ impl CountSummary {
             on_bound: self.on_bound,
             seconds,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fit::SpeciesFit;
+    use super::super::tests_support::fitted_plan;
+    use super::*;
+
+    #[test]
+    fn a_failed_species_is_carried_without_estimates_and_the_others_decide() {
+        let plan = fitted_plan(8);
+        let mut estimate = plan.estimate.clone();
+        let failed = SpeciesFit::failed(&plan.model, 1, "killed by signal 9 (SIGKILL)");
+        assert!(failed.has_failed() && !estimate.species[0].has_failed());
+        estimate.species[1] = failed.clone();
+        let summary = summarise(&plan.model, &estimate).unwrap();
+        let whole = summarise(&plan.model, &plan.estimate).unwrap();
+        assert!(summary.converged);
+        assert_eq!(
+            summary.code,
+            format!(
+                "converged, but for {}: failed: killed by signal 9 (SIGKILL)",
+                plan.model.design().species()[1]
+            )
+        );
+        // Species 1's reported values are all NaN; species 0's are unchanged.
+        let layout = CountLayout::new(plan.model.design(), plan.model.structure()).unwrap();
+        for (i, role) in layout.roles().iter().enumerate() {
+            let species = match role {
+                CountRole::Original(crate::design::ParameterRole::Beta { species, .. }) => *species,
+                CountRole::Original(crate::design::ParameterRole::Warp { species, .. }) => *species,
+                CountRole::Deviation { species, .. } | CountRole::Dispersion { species, .. } => {
+                    *species
+                }
+            };
+            if species == 1 {
+                assert!(summary.parameters[i].is_nan(), "parameter {i}");
+            } else {
+                assert_eq!(
+                    summary.parameters[i].to_bits(),
+                    whole.parameters[i].to_bits()
+                );
+            }
+        }
+        assert!(summary.degrees_of_freedom < whole.degrees_of_freedom);
+        // Started from it (a replicate, a reduced fit), it stays failed.
+        let again = fit_one(
+            &plan.model,
+            1,
+            Some(&plan.detected),
+            Some(&estimate),
+            &plan.settings,
+        )
+        .unwrap();
+        // (Debug output: its scaled gradient is NaN, which == refuses.)
+        assert_eq!(format!("{again:?}"), format!("{failed:?}"));
     }
 }

@@ -67,16 +67,18 @@ pub(crate) fn reported_parameters(
                 };
             }
         }
+        // A failed species' warps and standard deviations were not estimated.
+        let estimated = |value: f64| if fit.has_failed() { f64::NAN } else { value };
         for (r, u) in fit.state.u.iter().enumerate() {
             for kind in WarpKind::ALL {
                 if let Some(index) = layout.original.warp_index(kind, s, r) {
-                    out[index] = u[warp_slot(kind)];
+                    out[index] = estimated(u[warp_slot(kind)]);
                 }
             }
         }
         for kind in WarpKind::ALL {
             if let Some(index) = layout.deviation_index(kind, s) {
-                out[index] = fit.sigma[warp_slot(kind)];
+                out[index] = estimated(fit.sigma[warp_slot(kind)]);
             }
         }
     }

@@ -57,6 +57,13 @@ pub(crate) fn fit_with_held(
     let mut fits: Vec<SpeciesFit> = Vec::with_capacity(species);
     let mut failures = Vec::with_capacity(species);
     for (s, outcome) in outcomes.into_iter().enumerate() {
+        let own = &full.estimate.species[s];
+        if own.has_failed() {
+            // No full fit to compare with: the test fails with it.
+            failures.push(Some(failed_full_fit(own)));
+            fits.push(own.clone());
+            continue;
+        }
         match outcome {
             Ok(fit) => {
                 failures.push(None);
@@ -80,6 +87,11 @@ pub(crate) fn fit_with_held(
         },
         failures,
     })
+}
+
+/// Why a gene whose own fit failed has no reduced fit.
+pub(crate) fn failed_full_fit(own: &SpeciesFit) -> String {
+    format!("the gene's fit {}", own.stop.as_deref().unwrap_or("failed"))
 }
 
 #[cfg(test)]
