@@ -40,18 +40,7 @@ checkpoint_start <- function(path, key, seed, wanted, parameter_count,
                              call = sys.call(-1)) {
   contents <- with_context(checkpoint_open_rust(path), "cannot use `checkpoint`: ",
                            call = call)
-  damaged <- length(contents$damage_offset)
-  if (damaged) {
-    warning(structure(
-      class = c("wisp_checkpoint_warning", "warning", "condition"),
-      list(message = sprintf(paste0(
-        "checkpoint '%s' had %d damaged stretch%s (%s bytes%s); they were dropped and the ",
-        "replicates they held will be run again."), path, damaged, if (damaged > 1) "es" else "",
-        format(sum(contents$damage_length), scientific = FALSE),
-        if (any(contents$damage_at_end)) ", a cut-short tail among them" else ""),
-        call = call)
-    ))
-  }
+  warn_damaged_checkpoint(path, contents, "replicates they held will be run again", call)
   foreign <- contents$key != key
   if (any(foreign)) {
     stop_input("checkpoint '", path, "' belongs to a bootstrap of a different fit; use a new ",
@@ -95,6 +84,23 @@ checkpoint_start <- function(path, key, seed, wanted, parameter_count,
 checkpoint_append <- function(checkpoint, outcome) {
   checkpoint_append_rust(checkpoint$path, checkpoint$key, as.double(checkpoint$seed), outcome)
   invisible(TRUE)
+}
+
+# The warning of a checkpoint (a bootstrap's or a fit's) whose damaged
+# stretches open() dropped (`contents`: damage_length, damage_at_end), if any;
+# `redone` says what happens to what they held.
+warn_damaged_checkpoint <- function(path, contents, redone, call) {
+  damaged <- length(contents$damage_length)
+  if (!damaged) return(invisible())
+  warning(structure(
+    class = c("wisp_checkpoint_warning", "warning", "condition"),
+    list(message = sprintf(paste0(
+      "checkpoint '%s' had %d damaged stretch%s (%s bytes%s); they were dropped and the %s."),
+      path, damaged, if (damaged > 1) "es" else "",
+      format(sum(contents$damage_length), scientific = FALSE),
+      if (any(contents$damage_at_end)) ", a cut-short tail among them" else "", redone),
+      call = call)
+  ))
 }
 
 checkpoint_write_warning <- function(path, message, call = sys.call(-1)) {

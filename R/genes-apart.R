@@ -70,18 +70,7 @@ fit_genes_apart <- function(data, core, apart, workers, progress, call = sys.cal
 fit_checkpoint_start <- function(path, key, genes, call = sys.call(-1)) {
   contents <- with_context(fit_checkpoint_open_rust(path), "cannot use `checkpoint`: ",
                            call = call)
-  damaged <- length(contents$damage_length)
-  if (damaged) {
-    warning(structure(
-      class = c("wisp_checkpoint_warning", "warning", "condition"),
-      list(message = sprintf(paste0(
-        "checkpoint '%s' had %d damaged stretch%s (%s bytes%s); they were dropped and the ",
-        "genes they held will be fitted again."), path, damaged, if (damaged > 1) "es" else "",
-        format(sum(contents$damage_length), scientific = FALSE),
-        if (any(contents$damage_at_end)) ", a cut-short tail among them" else ""),
-        call = call)
-    ))
-  }
+  warn_damaged_checkpoint(path, contents, "genes they held will be fitted again", call)
   if (any(contents$key != key)) {
     stop_input("checkpoint '", path, "' belongs to a fit of other data or settings; use a new ",
                "path (or delete the file).", call = call)

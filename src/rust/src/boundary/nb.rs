@@ -389,21 +389,15 @@ fn species_works(settings: &List) -> RResult<Option<Vec<SpeciesWork>>> {
 const WORK_MAGIC: &[u8; 4] = b"WSPW";
 
 fn encode_work(work: &SpeciesWork) -> RResult<Raw> {
-    let payload = bincode::serde::encode_to_vec(work, bincode::config::standard())
-        .map_err(|e| Error::system(format!("cannot encode a species fit: {e}")))?;
-    Ok(Raw::from_bytes(&crate::codec::encode_frame(
-        WORK_MAGIC, &payload,
-    )))
+    Ok(Raw::from_bytes(&panel::framed(
+        WORK_MAGIC,
+        work,
+        "a species fit",
+    )?))
 }
 
 fn decode_work(bytes: &[u8]) -> RResult<SpeciesWork> {
-    let invalid = |why: String| Error::corrupt(format!("a species fit is damaged: {why}"));
-    let (payload, end) = crate::codec::frame_payload(WORK_MAGIC, bytes, u64::MAX)
-        .map_err(|e| invalid(e.to_string()))?;
-    if end != bytes.len() {
-        return Err(invalid("bytes after its end".into()));
-    }
-    crate::codec::decode_exact(payload, "a species fit").map_err(invalid)
+    panel::unframed(WORK_MAGIC, bytes, "a species fit")
 }
 
 /// The task of fitting every species of the data on its own (the arguments
@@ -486,7 +480,7 @@ fn count_species_subtask_rust(task: Raw, species: Vec<i32>) -> RResult<Raw> {
     Ok(Raw::from_bytes(&part.encode()?))
 }
 
-fn species_indices(species: &[i32], count: usize) -> RResult<Vec<usize>> {
+pub(super) fn species_indices(species: &[i32], count: usize) -> RResult<Vec<usize>> {
     species
         .iter()
         .map(|&s| {

@@ -163,16 +163,7 @@ fn term_fit(relay: &Relay, plan: &Raw, effects: &[String], workers: i32) -> RRes
 #[extendr]
 fn count_term_subtask_rust(plan: Raw, species: Vec<i32>) -> RResult<Raw> {
     let full = count_plan(&plan)?;
-    let count = full.model.design().species().len();
-    let indices = species
-        .iter()
-        .map(|&s| {
-            usize::try_from(s)
-                .ok()
-                .filter(|&s| s < count)
-                .ok_or_else(|| Error::input(format!("no species {s} among {count}")))
-        })
-        .collect::<RResult<Vec<_>>>()?;
+    let indices = super::nb::species_indices(&species, full.model.design().species().len())?;
     let task = TermTask::from_plan(&full, &indices).map_err(Error::input)?;
     Ok(Raw::from_bytes(&task.encode()?))
 }

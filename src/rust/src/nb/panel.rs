@@ -57,6 +57,33 @@ impl Record for SpeciesRecord {
     const KIND: &'static str = crate::checkpoint::FIT_KIND;
 }
 
+/// `value` in bincode inside a checksummed frame of `magic` (`what` names it
+/// in errors): how tasks and works travel to other processes and back.
+pub(crate) fn framed<T: Serialize>(
+    magic: &[u8; 4],
+    value: &T,
+    what: &str,
+) -> Result<Vec<u8>, Error> {
+    let payload = bincode::serde::encode_to_vec(value, bincode::config::standard())
+        .map_err(|e| Error::system(format!("cannot encode {what}: {e}")))?;
+    Ok(encode_frame(magic, &payload))
+}
+
+/// The value in the frame of `magic` that is all of `bytes` ([`framed`]).
+pub(crate) fn unframed<T: serde::de::DeserializeOwned>(
+    magic: &[u8; 4],
+    bytes: &[u8],
+    what: &str,
+) -> Result<T, Error> {
+    let invalid = |reason: String| Error::corrupt(format!("{what} is invalid: {reason}"));
+    let (payload, end) =
+        frame_payload(magic, bytes, u64::MAX).map_err(|e| invalid(e.to_string()))?;
+    if end != bytes.len() {
+        return Err(invalid("bytes after its end".into()));
+    }
+    decode_exact(payload, what).map_err(invalid)
+}
+
 /// The panel's species (or some of them) with everything their fits need.
 #[derive(Clone, Debug)]
 pub(crate) struct SpeciesTask {
@@ -228,21 +255,14 @@ impl SpeciesTask {
             second_pass: self.second_pass,
             settings: self.settings,
         };
-        let payload = bincode::serde::encode_to_vec(&wire, bincode::config::standard())
-            .map_err(|e| Error::system(format!("cannot encode a species task: {e}")))?;
-        Ok(encode_frame(TASK_MAGIC, &payload))
+        framed(TASK_MAGIC, &wire, "a species task")
     }
 
     /// A task from [`Self::encode`]'s bytes, every shape checked.
     pub fn decode(bytes: &[u8]) -> Result<Self, Error> {
         let invalid =
             |reason: String| Error::corrupt(format!("the species task is invalid: {reason}"));
-        let (payload, end) =
-            frame_payload(TASK_MAGIC, bytes, u64::MAX).map_err(|e| invalid(e.to_string()))?;
-        if end != bytes.len() {
-            return Err(invalid("bytes after its end".into()));
-        }
-        let wire: SpeciesTaskWire = decode_exact(payload, "a species task").map_err(invalid)?;
+        let wire: SpeciesTaskWire = unframed(TASK_MAGIC, bytes, "the species task")?;
         let factors = wire
             .factors
             .into_iter()
@@ -551,21 +571,14 @@ impl TermTask {
             change_points: self.detected.change_points.clone(),
             estimate: self.estimate.species.clone(),
         };
-        let payload = bincode::serde::encode_to_vec(&wire, bincode::config::standard())
-            .map_err(|e| Error::system(format!("cannot encode a term task: {e}")))?;
-        Ok(encode_frame(TERM_TASK_MAGIC, &payload))
+        framed(TERM_TASK_MAGIC, &wire, "a term task")
     }
 
     /// A task from [`Self::encode`]'s bytes, its shapes checked.
     pub fn decode(bytes: &[u8]) -> Result<Self, Error> {
         let invalid =
             |reason: String| Error::corrupt(format!("the term task is invalid: {reason}"));
-        let (payload, end) =
-            frame_payload(TERM_TASK_MAGIC, bytes, u64::MAX).map_err(|e| invalid(e.to_string()))?;
-        if end != bytes.len() {
-            return Err(invalid("bytes after its end".into()));
-        }
-        let wire: TermTaskWire = decode_exact(payload, "a term task").map_err(invalid)?;
+        let wire: TermTaskWire = unframed(TERM_TASK_MAGIC, bytes, "the term task")?;
         let species = SpeciesTask::decode(&wire.species)?;
         let shape = species.model.table().shape();
         let structure =
