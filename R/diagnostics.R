@@ -474,7 +474,7 @@ residual_dispersion_plot <- function(x, call) {
                                  guide = if (length(contexts) > 1) "legend" else "none") +
     ggplot2::facet_wrap(ggplot2::vars(.data$gene), ncol = facet_columns(length(genes))) +
     ggplot2::labs(x = "model variance of the count (group mean)",
-                  y = "observed (count - fitted)^2 (group mean)", colour = "context",
+                  y = "mean (count - fitted)^2", colour = "context",
                   title = "Dispersion check",
                   subtitle = "counts grouped by model variance\nabove the line: overdispersed") +
     diagnostic_theme()

@@ -264,5 +264,7 @@ test_that("the residual figures' titles fit a figure one column wide", {
     labels <- plot(checked, type)$labels
     lines <- unlist(strsplit(c(labels$title, labels$subtitle), "\n", fixed = TRUE))
     expect_true(all(nchar(lines) <= 60), label = paste(type, ":", paste(lines, collapse = " | ")))
+    # The y title runs along a panel about 80 mm high.
+    expect_lte(nchar(labels$y), 35, label = paste(type, "y title:", labels$y))
   }
 })
