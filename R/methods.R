@@ -532,7 +532,8 @@ confint.wisp_bootstrap <- function(object, parm, level = 0.95, ...) {
 #' `logLik()` is minus the fitted negative log-likelihood (without the
 #' boundary penalty), with `df` the number of fitted parameters and `nobs`
 #' the number of observed summed rows (population rows included, empty
-#' cells excluded), so that [stats::AIC()] and [stats::BIC()] work.
+#' cells excluded), so that [stats::AIC()] and [stats::BIC()] work. A gene
+#' whose fit failed (see `gene.qc` in [wisp()]) is left out of all three.
 #'
 #' @param object A `"wisp"` object from [wisp()].
 #' @param ... Unused.
@@ -553,7 +554,11 @@ logLik.wisp <- function(object, ...) {
 #' @rdname logLik.wisp
 #' @export
 nobs.wisp <- function(object, ...) {
-  sum(!is.na(object$count.data.summed$count))
+  rows <- object$count.data.summed
+  # A gene whose fit failed adds nothing to the likelihood, nor its rows.
+  qc <- object$gene.qc
+  failed <- if (is.null(qc)) character() else qc$gene[startsWith(qc$note, failed_gene_note)]
+  sum(!is.na(rows$count) & !rows$species %in% failed)
 }
 
 

@@ -455,6 +455,10 @@ test_that("a gene whose fit fails is kept with its reason, and the others go on"
                    reference$gene.tests$statistic[reference$gene.tests$gene != "gene2"])
   # Its figure shows its counts; a bootstrap keeps it failed.
   expect_no_error(ggplot2::ggplot_build(plot(fit, type = "ratecount", species = "gene2")))
+  # Its rows are left out of nobs() as its likelihood is of logLik().
+  rows <- reference$count.data.summed
+  expect_identical(nobs(fit), sum(!is.na(rows$count) & rows$species != "gene2"))
+  expect_lt(attr(logLik(fit), "df"), attr(logLik(reference), "df"))
   # The other genes decide whether the fit (and a replicate) converged.
   expect_true(fit$fit.diagnostics$converged)
   expect_match(fit$fit.diagnostics$code, "^converged, but for gene2: failed: killed")
