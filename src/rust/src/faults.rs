@@ -2,12 +2,11 @@
 //! its callers cope with children that die, hang or run out of memory.
 //! Compiled only with the `test-hooks` feature: tests arm a plan with
 //! [`arm`] (from R, `wispack:::inject_faults()`), and the fork-backend
-//! bootstrap task calls [`strike_armed`] before each replicate, as does a
-//! species fitted on its own in a forked child (`count_species_fit_rust`,
-//! before each species). The fits of
-//! the grid search and of the species call [`delay_armed`] before each
-//! structure or species, which only applies [`Fault::Delay`] (a slow task,
-//! for tests that watch progress arrive while work goes on).
+//! bootstrap task calls [`strike_armed`] before each replicate, as does
+//! every task of [`crate::engine::map_tasks`] that runs in a forked child
+//! (the fits of species, structures and curves). Run in this process, those
+//! tasks call [`delay_armed`], which only applies [`Fault::Delay`] (a slow
+//! task, for tests that watch progress arrive while work goes on).
 
 use std::collections::HashSet;
 use std::sync::Mutex;

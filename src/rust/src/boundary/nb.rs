@@ -521,18 +521,10 @@ fn count_species_fit_rust(
         let options = pool_options(workers, 1, "rolling", f64::INFINITY, None, Some(true))?;
         let interrupted = || relay.jumped() || user_interrupt_pending();
         let path = (!checkpoint.is_empty()).then(|| std::path::Path::new(checkpoint));
-        // Tasks run in forked children only with several workers and tasks
-        // (engine::map_tasks): only there may a test hook kill one.
-        #[cfg(feature = "test-hooks")]
-        let forked = options.workers > 1 && indices.len() > 1;
         let outcomes = crate::engine::map_tasks(
             indices.len(),
             &options,
             |number| {
-                #[cfg(feature = "test-hooks")]
-                if forked {
-                    crate::faults::strike_armed(number);
-                }
                 let work = task.fit(indices[number - 1]).map_err(|e| e.to_string())?;
                 if let Some(path) = path {
                     let record = SpeciesRecord {

@@ -47,8 +47,10 @@ where
         &tasks,
         options,
         |context| {
+            // In a forked child any armed fault may strike (in this
+            // process, above, only a delay may).
             #[cfg(feature = "test-hooks")]
-            crate::faults::delay_armed(context.task);
+            crate::faults::strike_armed(context.task);
             task(context.task)
         },
         interrupted,

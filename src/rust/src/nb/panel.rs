@@ -655,19 +655,16 @@ mod tests {
         simulate(&spec, 11).0
     }
 
-    /// The whole panel's structure choice and fit, as `count_fit_rust` makes them.
-    fn whole(model: &CountModel, fixed: &[Option<usize>]) -> (StructureChoice, Vec<u8>, Vec<u64>) {
-        let settings = CountFitSettings::default();
-        let serial = PoolOptions::default();
-        let choice =
-            select_structure(model, fixed, &settings, &serial, || false, |_, _, _| {}).unwrap();
+    /// The fit `count_fit_rust` makes from a structure choice: the estimate's
+    /// bytes and the reported values' bits.
+    fn fit_of(model: &CountModel, choice: StructureChoice) -> (StructureChoice, Vec<u8>, Vec<u64>) {
         let (plan, outcome) = fit_count(
             std::time::Instant::now(),
             model,
             choice.detected.clone(),
             &choice.fitted,
-            &settings,
-            &serial,
+            &CountFitSettings::default(),
+            &PoolOptions::default(),
             || false,
             |_, _| {},
         )
@@ -682,14 +679,22 @@ mod tests {
         (choice, bytes(&plan.estimate), parameters)
     }
 
+    /// The whole panel's structure choice and fit, as `count_fit_rust` makes them.
+    fn whole(model: &CountModel, fixed: &[Option<usize>]) -> (StructureChoice, Vec<u8>, Vec<u64>) {
+        let settings = CountFitSettings::default();
+        let serial = PoolOptions::default();
+        let choice =
+            select_structure(model, fixed, &settings, &serial, || false, |_, _, _| {}).unwrap();
+        fit_of(model, choice)
+    }
+
     /// The same from each species fitted on its own, through encoded tasks
     /// of some species, the works handed over in another order.
     fn by_species(
         model: &CountModel,
         fixed: &[Option<usize>],
     ) -> (StructureChoice, Vec<u8>, Vec<u64>) {
-        let settings = CountFitSettings::default();
-        let task = SpeciesTask::new(model, fixed, &settings).unwrap();
+        let task = SpeciesTask::new(model, fixed, &CountFitSettings::default()).unwrap();
         let task = SpeciesTask::decode(&task.encode().unwrap()).unwrap();
         let part =
             SpeciesTask::decode(&task.restricted(&[2, 0]).unwrap().encode().unwrap()).unwrap();
@@ -700,26 +705,7 @@ mod tests {
             task.fit(1).unwrap(),
             part.fit(0).unwrap(),
         ];
-        let choice = assemble(model, works).unwrap();
-        let (plan, outcome) = fit_count(
-            std::time::Instant::now(),
-            model,
-            choice.detected.clone(),
-            &choice.fitted,
-            &settings,
-            &PoolOptions::default(),
-            || false,
-            |_, _| {},
-        )
-        .unwrap();
-        let parameters = outcome
-            .fit
-            .unwrap()
-            .parameters
-            .iter()
-            .map(|p| p.to_bits())
-            .collect();
-        (choice, bytes(&plan.estimate), parameters)
+        fit_of(model, assemble(model, works).unwrap())
     }
 
     #[test]

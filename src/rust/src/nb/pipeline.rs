@@ -181,15 +181,7 @@ pub(crate) fn fit_species_on(
     let mut new_fits = engine::map_tasks(
         to_fit.len(),
         options,
-        |task| {
-            // Tasks run in forked children only with several workers and
-            // tasks: only there may a test hook kill one.
-            #[cfg(feature = "test-hooks")]
-            if options.workers > 1 && to_fit.len() > 1 {
-                crate::faults::strike_armed(task);
-            }
-            fit_one(model, to_fit[task - 1], Some(detected), None, settings)
-        },
+        |task| fit_one(model, to_fit[task - 1], Some(detected), None, settings),
         interrupted,
         progress,
     )?
