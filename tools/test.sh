@@ -18,6 +18,7 @@ wispack_setup
 # "|| exit 1" is needed: set -e does not stop at a failure before the "&&".
 echo "== module import cycles"
 python3 "$repo/tools/check-module-cycles.py" --self-test && python3 "$repo/tools/check-module-cycles.py" || exit 1
+python3 "$repo/tools/check-architecture.py" --self-test && python3 "$repo/tools/check-architecture.py" || exit 1
 
 echo "== cargo fmt, clippy and test"
 cd "$repo/src/rust"
