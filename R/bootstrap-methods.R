@@ -39,8 +39,12 @@ print.wisp_bootstrap <- function(x, ...) {
   invisible(x)
 }
 
+# A replicate's code for the figures: the termination's word, without a
+# failure's reasons (which name genes and would give each failure a bar).
 replicate_codes <- function(d) {
-  ifelse(d$ok %in% TRUE, ifelse(is.na(d$code), "unknown", d$code), "failed")
+  failed <- model_rules()$termination$failed
+  code <- ifelse(startsWith(d$code, failed), sub(": $", "", failed), d$code)
+  ifelse(d$ok %in% TRUE, ifelse(is.na(d$code), "unknown", code), "failed")
 }
 
 describe_columns <- function(d, columns) {

@@ -163,7 +163,8 @@
 #' worker, `child.memory.limit` bounds the worker, which runs its replicates
 #' one after another (a replicate's memory is freed when it ends), and the
 #' memory columns of `diagnostics` describe the worker (see Value).
-#' `vignette("fork-per-batch")` shows the figures behind the default.
+#' `vignette("fork-per-batch")` ("Forked bootstrap workers") shows the
+#' figures behind the default.
 #' @section Running on a cluster:
 #' With `backend = "future"`, this R session launches the chunks' futures (no
 #' more at once than [future::nbrOfWorkers()]), collects each as it
@@ -236,7 +237,9 @@
 #'   it failed), `pen.neg.value` (the minimised objective: under the
 #'   original, nll + boundary penalty; under the count likelihood, J with its
 #'   random-effect and prior terms), `neg.loglik`, `converged`, `code` (how
-#'   the fit ended),
+#'   the fit ended: `"converged"`, `"evaluation limit"`, `"iteration
+#'   limit"`, `"variance update limit"` or `"failed: "` and the reason, as
+#'   in [wisp()]'s `fit.diagnostics`),
 #'   `num.evals` (objective evaluations), `iterations` (optimiser
 #'   iterations), `max.gradient` (largest absolute gradient of the objective
 #'   at the estimate), `on.bound` (estimates on a bound; always 0 under the

@@ -329,10 +329,16 @@ wisp_count_result <- function(fitted, settings, plot.settings, variables, call) 
 # `gene`, `converged`, `iterations` (Newton), `gradient` (the largest scaled
 # gradient at the end), `on.bound` (estimates on a bound), `dispersion` (the
 # smallest and largest over the contexts), `transitions` (per context, in
-# context order), `note` (why the fit stopped, when it did not converge).
-# How the core marks a gene whose fit failed (an error, or its worker's
-# crash): kept without estimates, the other genes fitted.
-failed_gene_note <- "failed: "
+# context order), `note` (why the fit stopped, when it did not converge, in
+# the words of `fit.diagnostics$code`: "iteration limit: 200 Newton
+# iterations", "failed: ..."). `fitted` is FALSE for a gene whose fit failed
+# (an error, or its worker's crash): kept without estimates, the other genes
+# fitted; a gene whose Newton fit stopped with "failed: ..." keeps its
+# estimates. Fits made before the column marked only the former "failed: ".
+gene_fitted <- function(qc) {
+  if (!is.null(qc$fitted)) return(qc$fitted)
+  !startsWith(qc$note, model_rules()$termination$failed)
+}
 
 gene_qc_table <- function(model) {
   fits <- model$species_fits
@@ -343,8 +349,8 @@ gene_qc_table <- function(model) {
   totals <- tapply(model$rows$count, factor(model$rows$species, levels = genes), sum)
   silent <- !is.na(totals) & totals == 0 & !nzchar(note)
   note[silent] <- "no counts: every count of the gene is 0"
-  failed <- startsWith(note, failed_gene_note)
-  data.frame(gene = genes, converged = fits$converged,
+  failed <- !fits$fitted
+  data.frame(gene = genes, converged = fits$converged, fitted = fits$fitted,
              iterations = as.integer(fits$iterations),
              gradient = fits$scaled_gradient, on.bound = as.integer(fits$on_bound),
              dispersion = ifelse(failed, NA_character_,
@@ -391,14 +397,15 @@ wisp_count <- function(prepared, settings, plot.settings, variables, call, worke
               count_noun(diagnostics$iterations, "Newton iteration"),
               proc.time()[["elapsed"]] - t0))
   qc <- result$gene.qc
-  failed <- !is.null(qc) & startsWith(qc$note, failed_gene_note)
+  failed <- if (is.null(qc)) logical() else !gene_fitted(qc)
   if (any(failed)) {
     warning(sprintf(paste0(
       "the fit of %s failed and %s kept without estimates (the reasons are in fit$gene.qc); ",
       "the other genes were fitted: %s."), count_noun(sum(failed), "gene"),
       if (sum(failed) > 1) "they are" else "it is",
-      paste(sprintf("%s (%s)", qc$gene[failed], sub(failed_gene_note, "", qc$note[failed],
-                                                      fixed = TRUE))[seq_len(min(5, sum(failed)))],
+      paste(sprintf("%s (%s)", qc$gene[failed],
+                    sub(model_rules()$termination$failed, "", qc$note[failed],
+                        fixed = TRUE))[seq_len(min(5, sum(failed)))],
             collapse = "; ")), call. = FALSE)
   }
   if (!diagnostics$converged && (is.null(qc) || any(!qc$converged & !failed))) {

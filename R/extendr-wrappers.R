@@ -245,7 +245,8 @@ wisp_grid_search_rust <- function(bytes, cost, method, ctol, max_evals, rise_thr
 #' @noRd
 model_fit_rust <- function(bytes, start, ctol, max_evals) rust_result(.Call(wrap__model_fit_rust, bytes, start, ctol, max_evals))
 
-#' The model's rules: defaults of the model settings, limits, reserved names.
+#' The model's rules: defaults of the model settings, limits, reserved
+#' names, and the words of how a fit ends.
 #' @keywords internal
 #' @noRd
 model_rules_rust <- function() rust_result(.Call(wrap__model_rules_rust))

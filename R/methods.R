@@ -557,7 +557,7 @@ nobs.wisp <- function(object, ...) {
   rows <- object$count.data.summed
   # A gene whose fit failed adds nothing to the likelihood, nor its rows.
   qc <- object$gene.qc
-  failed <- if (is.null(qc)) character() else qc$gene[startsWith(qc$note, failed_gene_note)]
+  failed <- if (is.null(qc)) character() else qc$gene[!gene_fitted(qc)]
   sum(!is.na(rows$count) & !rows$species %in% failed)
 }
 

@@ -193,7 +193,7 @@ bootstrap_fields <- function(result) {
   result$diagnostics.bs <- data.frame(
     pen.neg.value = d$pen.neg.value, neg.loglik = d$neg.loglik,
     success.code = ifelse(!d$ok, NA_integer_, ifelse(converged, 3L,
-                   ifelse(d$code %in% "evaluation limit", 5L, 0L))),
+                   ifelse(d$code %in% model_rules()$termination$limits, 5L, 0L))),
     num.evals = d$num.evals
   )
   result

@@ -359,7 +359,12 @@
 #'   (the columns of [bs_batch()]'s `diagnostics` for the full-data fit,
 #'   without `ok` and `reason`: `pen.neg.value` (the minimised objective),
 #'   `neg.loglik` (minus the log-likelihood, marginal over the random effects
-#'   under `"nb"`), `converged`, `code`, `num.evals`, `iterations`,
+#'   under `"nb"`), `converged`, `code` (how the fit ended, in the words
+#'   both likelihoods share: `"converged"`, `"evaluation limit"` (the
+#'   original's `max_evals`), `"iteration limit"` and `"variance update
+#'   limit"` (the count model's `wisp_control()` limits), or `"failed: "`
+#'   and the reason; under `"nb"` the worst gene's, a failure naming its
+#'   genes), `num.evals`, `iterations`,
 #'   `max.gradient`, `on.bound`, `fit.seconds` and `seconds` (under `"nb"`
 #'   from the start of the structure step, whose fits the fit reuses), `pid`,
 #'   `peak_rss_mb`, `pss_mb`, `private_dirty_mb`; `n.params`; and under
@@ -386,12 +391,14 @@
 #'   rate) scale) and the population rows (`ran == "none"`); the fit also
 #'   has `exposure`, `random.sd`, `design` (which factors vary between
 #'   animals, and the animals' groups) and `gene.qc`, one row per gene on
-#'   its own fit (`converged`, Newton `iterations`, the largest scaled
-#'   `gradient`, estimates `on.bound`, the `dispersion` range over contexts,
-#'   the `transitions` per context, and a `note` on why a fit stopped;
-#'   [summary.wisp()] lists the genes that need a look; a gene whose fit
-#'   failed, by an error or its worker's crash, is kept without estimates
-#'   (`NA`, its note "failed: " and the reason, a warning naming it) while
+#'   its own fit (`converged`, `fitted` (whether it has estimates), Newton
+#'   `iterations`, the largest scaled `gradient`, estimates `on.bound`, the
+#'   `dispersion` range over contexts, the `transitions` per context, and a
+#'   `note` on why a fit stopped, in the words of `code`, e.g. `"iteration
+#'   limit: 200 Newton iterations"`); [summary.wisp()] lists the genes that
+#'   need a look; a gene whose fit failed, by an error or its worker's
+#'   crash, is kept without estimates (`fitted` `FALSE`, `NA` estimates,
+#'   its note "failed: " and the reason, a warning naming it) while
 #'   the other genes are fitted, and decide alone whether the fit
 #'   converged), and `bins` for data
 #'   from [wisp_bin()] (the bin `breaks`, the `position` column and its

@@ -71,6 +71,36 @@ test_that("control values reach the fit", {
   expect_lte(loose$fit.diagnostics$iterations, small_fit()$fit.diagnostics$iterations)
 })
 
+test_that("both likelihoods end their fits in one vocabulary, and the limits are success.code 5", {
+  quiet_fit <- function(settings = list(), control = wisp_control()) {
+    suppressWarnings(wisp(small_counts(), model.settings = c(list(LRO_cost = "none"), settings),
+                          verbose = FALSE, control = control, fit_only = TRUE))
+  }
+  # Each limit set low enough to be reached names itself, per gene with what
+  # ran out; the genes keep their estimates.
+  newton <- quiet_fit(control = wisp_control(newton_max_iterations = 1))
+  expect_identical(newton$fit.diagnostics$code, "iteration limit")
+  expect_identical(newton$gene.qc$note, rep("iteration limit: 1 Newton iteration", 2))
+  expect_identical(newton$gene.qc$fitted, c(TRUE, TRUE))
+  variances <- quiet_fit(control = wisp_control(max_variance_updates = 1))
+  expect_identical(variances$fit.diagnostics$code, "variance update limit")
+  expect_identical(unique(variances$gene.qc$note), "variance update limit: 1 variance update")
+  original <- quiet_fit(list(likelihood = "original", max_evals = 5))
+  expect_identical(original$fit.diagnostics$code, "evaluation limit")
+  expect_false(any(vapply(list(newton, variances, original),
+                          function(f) f$fit.diagnostics$converged, TRUE)))
+  expect_identical(sort(c(newton$fit.diagnostics$code, variances$fit.diagnostics$code,
+                          original$fit.diagnostics$code)),
+                   sort(wispack:::model_rules()$termination$limits))
+  # Replicates of the stopped fit stop at the same limit, which the
+  # original's diagnostics.bs calls 5 (its "maxeval reached"), as for
+  # "evaluation limit".
+  boot <- bs_batch(newton, 3, resample = "parametric", seed = 1, progress = FALSE)
+  expect_identical(boot$diagnostics$code, rep("iteration limit", 3))
+  with_boot <- suppressWarnings(wisp_statistics(newton, boot = boot))
+  expect_identical(with_boot$diagnostics.bs$success.code, rep(5L, 3))
+})
+
 test_that("the Newton limits do not apply to the original, nor ctol and max_evals to \"nb\"", {
   counts <- small_counts()
   expect_error(

@@ -461,7 +461,8 @@ test_that("a gene whose fit fails is kept with its reason, and the others go on"
   expect_lt(attr(logLik(fit), "df"), attr(logLik(reference), "df"))
   # The other genes decide whether the fit (and a replicate) converged.
   expect_true(fit$fit.diagnostics$converged)
-  expect_match(fit$fit.diagnostics$code, "^converged, but for gene2: failed: killed")
+  expect_match(fit$fit.diagnostics$code, "^failed: gene2: killed")
+  expect_identical(fit$gene.qc$fitted, fit$gene.qc$gene != "gene2")
   boot <- bs_batch(fit, 2, resample = "parametric", seed = 3, progress = FALSE)
   expect_identical(boot$diagnostics$converged, c(TRUE, TRUE))
   expect_true(all(is.na(boot$t[, gene2])))

@@ -11,6 +11,95 @@
 //! (`checkpoint::FILE_MAGIC` then gets a new number).
 
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::fmt;
+
+/// How a fit ended, in the one vocabulary of both likelihoods: a fit's or
+/// replicate's `code` is [`Termination::as_str`], and R maps the limits to
+/// the original's `success.code` 5 (`model_rules()$termination`). Ordered
+/// from best to worst, so that a count fit's code is its worst gene's.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Termination {
+    /// The optimiser's convergence test held (and, for the count model,
+    /// the random-effect variances settled).
+    Converged,
+    /// The original's `max_evals` ran out first.
+    EvaluationLimit,
+    /// The count model's Newton fit converged at the last variances, but
+    /// `max_variance_updates` ran out before they settled.
+    VarianceUpdateLimit,
+    /// The count model's `newton_max_iterations` ran out first.
+    IterationLimit,
+    /// The optimiser could not go on (its best point is kept), or there is
+    /// no fit at all; the reason says which.
+    Failed(String),
+}
+
+impl Termination {
+    pub(crate) const CONVERGED: &'static str = "converged";
+    pub(crate) const EVALUATION_LIMIT: &'static str = "evaluation limit";
+    pub(crate) const VARIANCE_UPDATE_LIMIT: &'static str = "variance update limit";
+    pub(crate) const ITERATION_LIMIT: &'static str = "iteration limit";
+    /// What starts the code of a failed fit, before its reason.
+    pub(crate) const FAILED: &'static str = "failed: ";
+    /// The codes of fits stopped by a limit.
+    pub(crate) const LIMITS: [&'static str; 3] = [
+        Self::EVALUATION_LIMIT,
+        Self::VARIANCE_UPDATE_LIMIT,
+        Self::ITERATION_LIMIT,
+    ];
+
+    /// "converged", "evaluation limit", "variance update limit",
+    /// "iteration limit" or "failed: <reason>".
+    pub(crate) fn as_str(&self) -> Cow<'_, str> {
+        match self {
+            Termination::Converged => Cow::Borrowed(Self::CONVERGED),
+            Termination::EvaluationLimit => Cow::Borrowed(Self::EVALUATION_LIMIT),
+            Termination::VarianceUpdateLimit => Cow::Borrowed(Self::VARIANCE_UPDATE_LIMIT),
+            Termination::IterationLimit => Cow::Borrowed(Self::ITERATION_LIMIT),
+            Termination::Failed(reason) => Cow::Owned(format!("{}{reason}", Self::FAILED)),
+        }
+    }
+
+    /// A limit's code with what ran out, e.g. "iteration limit: 200 Newton
+    /// iterations" (a count fit's per-gene note); other codes as they are.
+    pub(crate) fn with_detail(&self, detail: &str) -> String {
+        match self {
+            Termination::Failed(_) | Termination::Converged => self.as_str().into_owned(),
+            limit => format!("{}: {detail}", limit.as_str()),
+        }
+    }
+
+    /// The termination a code or a note of [`Self::with_detail`] names.
+    /// Notes saved before the vocabulary ("200 Newton iterations", "200
+    /// variance updates", a Newton exit's bare reason) are read as what
+    /// they meant.
+    pub(crate) fn of_note(note: &str) -> Termination {
+        let starts = |word: &str| note.starts_with(word);
+        if starts(Self::CONVERGED) {
+            Termination::Converged
+        } else if starts(Self::EVALUATION_LIMIT) {
+            Termination::EvaluationLimit
+        } else if starts(Self::VARIANCE_UPDATE_LIMIT) || note.ends_with(" variance updates") {
+            Termination::VarianceUpdateLimit
+        } else if starts(Self::ITERATION_LIMIT) || note.ends_with(" Newton iterations") {
+            Termination::IterationLimit
+        } else {
+            Termination::Failed(note.strip_prefix(Self::FAILED).unwrap_or(note).to_string())
+        }
+    }
+
+    /// Only [`Termination::Converged`] counts as converged.
+    pub(crate) fn is_converged(&self) -> bool {
+        matches!(self, Termination::Converged)
+    }
+}
+
+impl fmt::Display for Termination {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.as_str())
+    }
+}
 
 /// How one fit ended. Every likelihood reports these fields. A new field
 /// becomes a diagnostics column with one line in [`COLUMNS`] and one entry
@@ -23,7 +112,8 @@ pub(crate) struct FitSummary {
     pub(crate) objective: f64,
     /// The negative log-likelihood at `parameters`, without any penalty.
     pub(crate) nll: f64,
-    /// How the fit ended, in words ("converged", "evaluation limit", "failed: ...").
+    /// How the fit ended: a [`Termination`] in words ("converged",
+    /// "iteration limit", "failed: ...").
     pub(crate) code: String,
     /// Whether `code` counts as convergence.
     pub(crate) converged: bool,
@@ -214,6 +304,46 @@ pub(crate) fn estimate_rows(outcomes: &[Outcome], parameter_count: usize) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn terminations_read_as_one_vocabulary_and_back() {
+        let failed = Termination::Failed("line search".to_string());
+        let all = [
+            (Termination::Converged, "converged"),
+            (Termination::EvaluationLimit, "evaluation limit"),
+            (Termination::VarianceUpdateLimit, "variance update limit"),
+            (Termination::IterationLimit, "iteration limit"),
+            (failed.clone(), "failed: line search"),
+        ];
+        for (termination, code) in &all {
+            assert_eq!(termination.as_str(), *code);
+            assert_eq!(termination.to_string(), *code);
+            assert_eq!(&Termination::of_note(code), termination);
+            assert_eq!(termination.is_converged(), code == &"converged");
+        }
+        // Worst last: a count fit's code is its worst gene's.
+        let mut sorted: Vec<Termination> = all.iter().rev().map(|(t, _)| t.clone()).collect();
+        sorted.sort();
+        assert_eq!(sorted, all.map(|(t, _)| t).to_vec());
+        let note = Termination::IterationLimit.with_detail("200 Newton iterations");
+        assert_eq!(note, "iteration limit: 200 Newton iterations");
+        assert_eq!(Termination::of_note(&note), Termination::IterationLimit);
+        assert_eq!(failed.with_detail("ignored"), "failed: line search");
+        // Notes of plans saved before the vocabulary.
+        assert_eq!(
+            Termination::of_note("200 Newton iterations"),
+            Termination::IterationLimit
+        );
+        assert_eq!(
+            Termination::of_note("50 variance updates"),
+            Termination::VarianceUpdateLimit
+        );
+        assert_eq!(
+            Termination::of_note("no step lowered the objective"),
+            Termination::Failed("no step lowered the objective".into())
+        );
+        assert_eq!(Termination::LIMITS.len(), 3);
+    }
 
     pub(crate) fn summary() -> FitSummary {
         FitSummary {

@@ -191,6 +191,7 @@ fn count_describe_rust(plan: Raw) -> RResult<List> {
             .map(|f| design.species()[f.species].as_str())
             .collect::<Vec<&str>>(),
         converged = fits.iter().map(|f| f.converged).collect::<Vec<bool>>(),
+        fitted = fits.iter().map(|f| !f.has_failed()).collect::<Vec<bool>>(),
         iterations = fits
             .iter()
             .map(|f| f.iterations as f64)

@@ -4,10 +4,12 @@
 use super::RResult;
 use crate::design;
 use crate::error::Error;
+use crate::outcome::Termination;
 use crate::rules;
 use extendr_api::prelude::*;
 
-/// The model's rules: defaults of the model settings, limits, reserved names.
+/// The model's rules: defaults of the model settings, limits, reserved
+/// names, and the words of how a fit ends.
 /// @keywords internal
 /// @noRd
 #[extendr]
@@ -42,9 +44,16 @@ fn model_rules_rust() -> List {
         rate_floor_width = crate::nb::family::RATE_FLOOR_WIDTH,
         rate_floor = crate::nb::family::RATE_FLOOR
     );
+    // How fits end, in the one vocabulary of both likelihoods' `code`s.
+    let termination = list!(
+        converged = Termination::CONVERGED,
+        limits = Termination::LIMITS.to_vec(),
+        failed = Termination::FAILED
+    );
     list!(
         defaults = defaults,
         count_model = count_model,
+        termination = termination,
         control = control,
         limits = limits,
         reference_treatment = design::REFERENCE_TREATMENT,

@@ -8,13 +8,16 @@ use super::curve::{CurveValues, SLOPE_MAX};
 use super::linalg::BorderedMatrix;
 use super::objective::{Sigma, SpeciesProblem};
 use super::settings::{bounds_for, CountFitSettings, NEAR_FIXED_POINT, SIGMA_START, SIGMA_ZERO};
-use super::solver::{newton, Bounds, NewtonIteration, NewtonSettings, FLAT_CURVATURE, FLAT_SLOPE};
+use super::solver::{
+    counted, newton, Bounds, NewtonIteration, NewtonSettings, FLAT_CURVATURE, FLAT_SLOPE,
+};
 use super::start::starting_state_with;
 use super::unknowns::SpeciesState;
 use super::variances::{variance_update, VarianceSecant};
 use super::CountModel;
 use crate::changepoint::DetectedChangePoints;
 use crate::numeric::linalg::FullPivotLu;
+use crate::outcome::Termination;
 
 /// One species' fit.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -48,9 +51,6 @@ pub(crate) struct SpeciesFit {
     pub trace: Vec<(usize, NewtonIteration)>,
 }
 
-/// What marks a species' fit as failed in its `stop` (saved plans keep it).
-const FAILED: &str = "failed: ";
-
 impl SpeciesFit {
     /// Species `species` of `model` whose fit failed (`reason`), kept in the
     /// fit so that the other species go on: its unknowns at 0 and not
@@ -82,14 +82,28 @@ impl SpeciesFit {
             converged: false,
             scaled_gradient: f64::NAN,
             on_bound: 0,
-            stop: Some(format!("{FAILED}{reason}")),
+            stop: Some(Termination::Failed(reason.to_string()).to_string()),
             trace: Vec::new(),
         }
     }
 
-    /// Whether this is a species whose fit failed ([`Self::failed`]).
+    /// Whether this is a species whose fit failed ([`Self::failed`]) and
+    /// that has no estimates. A Newton fit that stopped with "failed: ..."
+    /// keeps its estimates; it evaluated its objective at least once, a
+    /// failed species never (saved plans keep both, so this is the mark).
     pub(crate) fn has_failed(&self) -> bool {
-        self.stop.as_deref().is_some_and(|s| s.starts_with(FAILED))
+        self.evaluations == 0
+            && self
+                .stop
+                .as_deref()
+                .is_some_and(|s| s.starts_with(Termination::FAILED))
+    }
+
+    /// How this species' fit ended.
+    pub(crate) fn termination(&self) -> Termination {
+        self.stop
+            .as_deref()
+            .map_or(Termination::Converged, Termination::of_note)
     }
 }
 
@@ -437,10 +451,10 @@ pub(crate) fn fit_species_held(
     let stop = if converged {
         None
     } else if outcome.converged {
-        Some(format!(
-            "{} variance updates",
-            settings.max_variance_updates
-        ))
+        Some(
+            Termination::VarianceUpdateLimit
+                .with_detail(&counted(settings.max_variance_updates, "variance update")),
+        )
     } else {
         outcome.stop.clone()
     };

@@ -12,8 +12,7 @@ use super::CountModel;
 use crate::changepoint::DetectedChangePoints;
 use crate::engine::{self, Failure, PoolOptions};
 use crate::error::Error;
-use crate::outcome::FitSummary;
-use crate::outcome::{Outcome, ProcessStats};
+use crate::outcome::{FitSummary, Outcome, ProcessStats, Termination};
 use serde::{Deserialize, Serialize};
 
 /// The fits of every species.
@@ -77,6 +76,32 @@ pub(crate) fn fit_one(
     fit_species(model, species, detected, warm, settings)
 }
 
+/// A count fit's code: its worst species' [`Termination`], and for
+/// failures every failed species with its reason ("failed: gene2: killed by
+/// signal 9 (SIGKILL); gene5: no step lowered the objective").
+fn fit_code(fits: &[SpeciesFit], species_names: &[String]) -> String {
+    let worst = fits
+        .iter()
+        .map(SpeciesFit::termination)
+        .max()
+        .unwrap_or(Termination::Converged);
+    match worst {
+        Termination::Failed(_) => {
+            let reasons: Vec<String> = fits
+                .iter()
+                .filter_map(|f| match f.termination() {
+                    Termination::Failed(reason) => {
+                        Some(format!("{}: {reason}", species_names[f.species]))
+                    }
+                    _ => None,
+                })
+                .collect();
+            Termination::Failed(reasons.join("; ")).to_string()
+        }
+        other => other.to_string(),
+    }
+}
+
 /// The reported vector and diagnostics of an estimate.
 pub(crate) fn summarise(
     model: &CountModel,
@@ -86,38 +111,10 @@ pub(crate) fn summarise(
     let layout = CountLayout::new(model.design(), model.structure())?;
     let fits = &estimate.species;
     // A species whose fit failed is carried, not fitted (in replicates and
-    // reduced fits too): the others decide whether the fit converged, and
-    // the code names it.
+    // reduced fits too): the others decide whether the fit converged. The
+    // code is the worst species' termination; a failure names its genes.
     let converged = fits.iter().filter(|f| !f.has_failed()).all(|f| f.converged);
-    let failed: Vec<String> = fits
-        .iter()
-        .filter(|f| f.has_failed())
-        .map(|f| {
-            format!(
-                "{}: {}",
-                model.design().species()[f.species],
-                f.stop.as_deref().unwrap_or("failed")
-            )
-        })
-        .collect();
-    let code = if converged && failed.is_empty() {
-        "converged".to_string()
-    } else if converged {
-        format!("converged, but for {}", failed.join("; "))
-    } else {
-        let reasons: Vec<String> = fits
-            .iter()
-            .filter(|f| !f.converged)
-            .map(|f| {
-                format!(
-                    "{}: {}",
-                    model.design().species()[f.species],
-                    f.stop.as_deref().unwrap_or("not converged")
-                )
-            })
-            .collect();
-        format!("not converged ({})", reasons.join("; "))
-    };
+    let code = fit_code(fits, model.design().species());
     let degrees_of_freedom = layout
         .roles()
         .iter()
@@ -282,6 +279,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_fit_code_is_the_worst_species_termination() {
+        let plan = fitted_plan(8);
+        let names = plan.model.design().species().to_vec();
+        let mut fits = plan.estimate.species.clone();
+        assert_eq!(fit_code(&fits, &names), "converged");
+        let stopped = |fit: &mut SpeciesFit, note: &str| {
+            fit.converged = false;
+            fit.stop = Some(note.to_string());
+        };
+        stopped(&mut fits[0], "variance update limit: 200 variance updates");
+        assert_eq!(fit_code(&fits, &names), "variance update limit");
+        stopped(&mut fits[1], "iteration limit: 200 Newton iterations");
+        assert_eq!(fit_code(&fits, &names), "iteration limit");
+        // A Newton fit that could not go on keeps its estimates: it is not
+        // a failed species, but it makes the fit's code a failure.
+        stopped(&mut fits[0], "failed: no step lowered the objective");
+        assert!(!fits[0].has_failed());
+        assert_eq!(
+            fit_code(&fits, &names),
+            format!("failed: {}: no step lowered the objective", names[0])
+        );
+        let summary = summarise(&plan.model, &CountEstimate { species: fits }).unwrap();
+        assert!(!summary.converged);
+    }
+
+    #[test]
     fn a_failed_species_is_carried_without_estimates_and_the_others_decide() {
         let plan = fitted_plan(8);
         let mut estimate = plan.estimate.clone();
@@ -294,7 +317,7 @@ mod tests {
         assert_eq!(
             summary.code,
             format!(
-                "converged, but for {}: failed: killed by signal 9 (SIGKILL)",
+                "failed: {}: killed by signal 9 (SIGKILL)",
                 plan.model.design().species()[1]
             )
         );

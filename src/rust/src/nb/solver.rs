@@ -24,6 +24,7 @@
 use super::linalg::{BorderedFactor, BorderedMatrix};
 use super::objective::{Sigma, SpeciesProblem};
 use super::unknowns::SpeciesState;
+use crate::outcome::Termination;
 use argmin::core::observers::{Observe, ObserverMode};
 use argmin::core::{
     ArgminError, Error, Executor, IterState, Problem, Solver, State, TerminationReason,
@@ -107,7 +108,9 @@ pub(crate) struct NewtonOutcome {
     pub scaled_gradient: f64,
     pub decrement: f64,
     pub positive_definite: bool,
-    /// Why the run stopped when it did not converge.
+    /// Why the run stopped when it did not converge, as a
+    /// [`Termination`] note ("iteration limit: 200 Newton iterations",
+    /// "failed: no step lowered the objective").
     pub stop: Option<String>,
     /// diag(H⁻¹) at the last point, when H is positive definite.
     pub inverse_diagonal: Option<Vec<f64>>,
@@ -364,6 +367,11 @@ impl<'b> DampedNewton<'b> {
     }
 }
 
+/// "1 Newton iteration", "200 Newton iterations".
+pub(crate) fn counted(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+}
+
 fn finite_or_nan(v: f64) -> f64 {
     if v.is_finite() {
         v
@@ -578,9 +586,14 @@ pub(crate) fn run_newton<O: NewtonObjective>(
         Some(TerminationReason::SolverConverged) => (true, None),
         Some(TerminationReason::MaxItersReached) => (
             false,
-            Some(format!("{} Newton iterations", settings.max_iterations)),
+            Some(
+                Termination::IterationLimit
+                    .with_detail(&counted(settings.max_iterations, "Newton iteration")),
+            ),
         ),
-        Some(TerminationReason::SolverExit(reason)) => (false, Some(reason.clone())),
+        Some(TerminationReason::SolverExit(reason)) => {
+            (false, Some(Termination::Failed(reason.clone()).to_string()))
+        }
         other => unreachable!("the damped Newton does not stop with {other:?}"),
     };
     let (scaled_gradient, decrement, inverse_diagonal) = match solver.last {
@@ -895,7 +908,10 @@ mod tests {
         let (outcome, x) = run_newton(objective(), vec![3.0], &unbounded(1), &settings);
         assert!(!outcome.converged, "{outcome:?}");
         assert_eq!(outcome.iterations, 1);
-        assert_eq!(outcome.stop.as_deref(), Some("1 Newton iterations"));
+        assert_eq!(
+            outcome.stop.as_deref(),
+            Some("iteration limit: 1 Newton iteration")
+        );
         assert_eq!(outcome.trace.len(), 2);
         // It stopped where the full run's first step went.
         assert_eq!(outcome.value.to_bits(), full.trace[1].value.to_bits());
@@ -909,7 +925,10 @@ mod tests {
             (outcome.converged, outcome.iterations, outcome.evaluations),
             (false, 0, 1)
         );
-        assert_eq!(outcome.stop.as_deref(), Some("0 Newton iterations"));
+        assert_eq!(
+            outcome.stop.as_deref(),
+            Some("iteration limit: 0 Newton iterations")
+        );
         assert_eq!(x, vec![3.0]);
     }
 
@@ -926,7 +945,10 @@ mod tests {
             (outcome.converged, outcome.iterations, outcome.evaluations),
             (false, 0, 1)
         );
-        assert_eq!(outcome.stop.as_deref(), Some("the objective is not finite"));
+        assert_eq!(
+            outcome.stop.as_deref(),
+            Some("failed: the objective is not finite")
+        );
         assert!(!outcome.positive_definite && outcome.inverse_diagonal.is_none());
         assert_eq!(outcome.trace.len(), 1);
         assert_eq!(x, vec![-1.0]);
@@ -944,7 +966,7 @@ mod tests {
         );
         assert_eq!(
             outcome.stop.as_deref(),
-            Some("no step lowered the objective")
+            Some("failed: no step lowered the objective")
         );
         assert_eq!(outcome.value, 1.0);
         assert_eq!(x, vec![1.0]);

@@ -4,10 +4,8 @@
 
 use super::lbfgs::{minimise, RunStop, SmoothObjective, Tracker, MAX_MEMORY};
 use crate::original::{Model, Objective};
-use crate::outcome::FitSummary;
-use std::borrow::Cow;
+use crate::outcome::{FitSummary, Termination};
 use std::cell::RefCell;
-use std::fmt;
 use std::time::Instant;
 
 /// Settings of [`fit`] and [`repair_feasibility`].
@@ -46,42 +44,6 @@ impl FitSettings {
             ));
         }
         Ok(())
-    }
-}
-
-/// How a fit ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum FitCode {
-    /// The relative change of the objective fell to `ctol` or below
-    /// (`success.code` 3 in `diagnostics.bs`).
-    Converged,
-    /// `max_evals` evaluations were used first (`success.code` 5 in
-    /// `diagnostics.bs`).
-    EvaluationLimit,
-    /// The optimiser could not continue; the best point evaluated is returned.
-    Failed(String),
-}
-
-impl FitCode {
-    /// "converged", "evaluation limit" or "failed: <reason>".
-    pub(crate) fn as_str(&self) -> Cow<'_, str> {
-        match self {
-            FitCode::Converged => Cow::Borrowed("converged"),
-            FitCode::EvaluationLimit => Cow::Borrowed("evaluation limit"),
-            FitCode::Failed(reason) => Cow::Owned(format!("failed: {reason}")),
-        }
-    }
-
-    /// Only [`FitCode::Converged`] counts as converged (as the original counts
-    /// only its relative-change stop).
-    pub(crate) fn is_converged(&self) -> bool {
-        matches!(self, FitCode::Converged)
-    }
-}
-
-impl fmt::Display for FitCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.as_str())
     }
 }
 
@@ -136,12 +98,14 @@ pub(crate) fn fit_with_diagnostics(
     ));
     let stop = minimise(&tracker, settings)?;
     let mut tracker = tracker.into_inner();
+    // `ctol` is the original's relative-change stop (its `success.code`
+    // 3), `max_evals` its evaluation limit (5).
     let code = match stop {
-        RunStop::Converged => FitCode::Converged,
-        RunStop::Budget => FitCode::EvaluationLimit,
+        RunStop::Converged => Termination::Converged,
+        RunStop::Budget => Termination::EvaluationLimit,
         // The fit's objective has no target; kept total for the type's sake.
-        RunStop::Target => FitCode::Converged,
-        RunStop::Stalled(reason) => FitCode::Failed(reason),
+        RunStop::Target => Termination::Converged,
+        RunStop::Stalled(reason) => Termination::Failed(reason),
     };
     let best = tracker.best.clone();
     let nll = tracker.objective.objective.nll(&best.x)?;
@@ -308,7 +272,11 @@ mod tests {
                 result.code,
                 diagnostics
             );
-            assert_eq!(result.code, FitCode::Converged.to_string(), "seed {seed}");
+            assert_eq!(
+                result.code,
+                Termination::Converged.to_string(),
+                "seed {seed}"
+            );
             assert!(result.converged, "seed {seed}");
             assert!(result.objective < start_value, "seed {seed}");
             assert_eq!(
@@ -578,7 +546,7 @@ mod tests {
             let result = fit(&case.model, &start, &settings).unwrap();
             assert_eq!(
                 result.code,
-                FitCode::EvaluationLimit.to_string(),
+                Termination::EvaluationLimit.to_string(),
                 "max_evals {max_evals}"
             );
             assert!(!result.converged);
@@ -671,18 +639,6 @@ mod tests {
         assert!(result.objective < start_value);
         assert!(!objective.is_capped(&result.parameters).unwrap());
         assert!(result.converged, "{}", result.code);
-    }
-
-    #[test]
-    fn fit_codes_read_as_short_text() {
-        assert_eq!(FitCode::Converged.as_str(), "converged");
-        assert_eq!(FitCode::EvaluationLimit.as_str(), "evaluation limit");
-        let failed = FitCode::Failed("line search".to_string());
-        assert_eq!(failed.as_str(), "failed: line search");
-        assert_eq!(failed.to_string(), "failed: line search");
-        assert!(FitCode::Converged.is_converged());
-        assert!(!FitCode::EvaluationLimit.is_converged());
-        assert!(!failed.is_converged());
     }
 
     #[test]

@@ -37,7 +37,7 @@
 //!   exit) or returns a point no better than the last iterate, L-BFGS is
 //!   restarted from the best point with its memory cleared (a steepest
 //!   descent step). A run that stalls without improving the best point
-//!   ends the fit as [`FitCode::Failed`]. The original (NLopt's L-BFGS) does
+//!   ends the fit as [`Termination::Failed`](crate::outcome::Termination::Failed). The original (NLopt's L-BFGS) does
 //!   not restart (model vignette §16).
 
 use super::fit::{EvaluationDiagnostics, FitSettings};
