@@ -39,8 +39,10 @@ for (r in seq_len(repeats)) {
   }
 }
 results <- do.call(rbind, rows)
+source("benchmarks/headlines.R") # with_provenance(), register_headline()
 dir.create("benchmarks/results", showWarnings = FALSE)
-utils::write.csv(results, "benchmarks/results/bootstrap_speed.csv", row.names = FALSE)
+utils::write.csv(with_provenance(results, ifelse(startsWith(results$arm, "fork"), "fork", "mclapply")),
+                 "benchmarks/results/bootstrap_speed.csv", row.names = FALSE)
 cat(sprintf("\n%d repeats; R %s; %s\n\n", repeats, getRversion(), format(Sys.time(), "%Y-%m-%d")))
 cat("| arm | seconds for", replicates, "replicates, median (range) | converged | identical estimates |\n|---|---|---|---|\n")
 for (arm in names(arms)) {

@@ -250,8 +250,9 @@ rows <- load_rows(m)
 summary <- summarise_rows(rows)
 summary <- summary[order(summary$animals, summary$likelihood, summary$method, summary$structure,
                          match(summary$component, c("Rt", "tslope", "tpoint", "all"))), ]
+source("benchmarks/headlines.R") # with_provenance(), register_headline()
 dir.create("benchmarks/results", showWarnings = FALSE)
-utils::write.csv(summary, sprintf("benchmarks/results/calibration%s.csv",
+utils::write.csv(with_provenance(summary, summary$likelihood), sprintf("benchmarks/results/calibration%s.csv",
                                   if (m == "quick") "_quick" else ""), row.names = FALSE)
 seconds <- aggregate(seconds ~ method + likelihood + structure, data = unique(rows[c("dataset", "method", "likelihood", "structure", "seconds")]), FUN = stats::median)
 cat(sprintf("\nMode %s; %d data sets; R %s; %s\n", m, length(unique(rows$dataset)), getRversion(),

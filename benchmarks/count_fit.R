@@ -82,7 +82,8 @@ record("large", "peak_rss_mb_of_R", peak_rss_mb())
 
 results <- do.call(rbind, rows)
 dir.create("benchmarks/results", showWarnings = FALSE)
-utils::write.csv(results, "benchmarks/results/count_fit.csv", row.names = FALSE)
+source("benchmarks/headlines.R") # with_provenance(), register_headline()
+utils::write.csv(with_provenance(results, "nb"), "benchmarks/results/count_fit.csv", row.names = FALSE)
 summary <- aggregate(value ~ model + measure, data = results,
                      FUN = function(x) c(median = stats::median(x), min = min(x), max = max(x), n = length(x)))
 cat(sprintf("\n%d repeats; R %s; %s\n\n", repeats, getRversion(), format(Sys.time(), "%Y-%m-%d")))

@@ -70,7 +70,10 @@ for (gb in sort(parent_gb)) {
 rm(ballast)
 results <- do.call(rbind, results)
 dir.create("benchmarks/results", showWarnings = FALSE, recursive = TRUE)
-utils::write.csv(results, "benchmarks/results/fork_overhead.csv", row.names = FALSE)
+source("benchmarks/headlines.R") # with_provenance(), register_headline()
+engine <- ifelse(startsWith(results$arm, "engine"), "fork",
+                 ifelse(startsWith(results$arm, "mclapply"), "mclapply", "none"))
+utils::write.csv(with_provenance(results, engine), "benchmarks/results/fork_overhead.csv", row.names = FALSE)
 
 summary <- aggregate(ms_per_task ~ parent_rss_mb + parent + arm, data = results,
                      FUN = function(x) c(median = median(x), min = min(x), max = max(x)))

@@ -71,6 +71,7 @@ regime_model <- function(regime) {
 # Memory sampler: a separate python3 process polling this process's tree
 
 source(file.path(bench_dir, "memory_sampler.R"))
+source(file.path(bench_dir, "headlines.R")) # with_provenance(), register_headline()
 
 # ---------------------------------------------------------------------------
 # Arms: each returns list(t = estimates, diagnostics = per-replicate rows,
@@ -151,6 +152,7 @@ run_main <- function(args) {
   suppressPackageStartupMessages(library(wispack))
   seed <- 1L
   run_id <- format(Sys.time(), "%Y%m%d-%H%M%S")
+  commit <- bench_commit()
 
   cat(sprintf("[%s] %s regime: building or loading the model...\n", format(Sys.time(), "%T"), regime))
   fit <- regime_model(regime)
@@ -196,6 +198,7 @@ run_main <- function(args) {
           distinct_pids = length(unique(d$pid)),
           identical_estimates = identical(unname(value$t), unname(references[[key]])),
           stringsAsFactors = FALSE)
+        row <- with_provenance(row, if (startsWith(arm, "fork")) "fork" else "mclapply", commit)
         exists_out <- file.exists(out)
         utils::write.table(row, out, sep = ",", append = exists_out, col.names = !exists_out,
                            row.names = FALSE)
@@ -203,6 +206,7 @@ run_main <- function(args) {
           tr <- utils::read.csv(trace)
           tr <- cbind(run_id = run_id, regime = regime, workers = K, fits_per_worker = f,
                       arm = arm, tr)
+          tr <- with_provenance(tr, if (startsWith(arm, "fork")) "fork" else "mclapply", commit)
           exists_trace <- file.exists(trace_file)
           utils::write.table(tr, trace_file, sep = ",", append = exists_trace,
                              col.names = !exists_trace, row.names = FALSE)
@@ -246,7 +250,7 @@ machine_main <- function(args) {
     transparent_hugepages = first("cat /sys/kernel/mm/transparent_hugepage/enabled"),
     load_average_at_start = paste(strsplit(readLines("/proc/loadavg"), " ")[[1]][1:3], collapse = " ")
   )
-  utils::write.csv(data.frame(key = names(rows), value = unname(rows)),
+  utils::write.csv(with_provenance(data.frame(key = names(rows), value = unname(rows)), "none"),
                    file.path(results_dir(), "fork_vs_mclapply_machine.csv"), row.names = FALSE)
 }
 
@@ -578,7 +582,9 @@ report_main <- function(args) {
     traces <- traces[order(traces$arm, traces$t), ]
     utils::write.csv(traces, file.path(vdir, "memory_traces.csv"), row.names = FALSE)
   }
-  if (!is.null(machine)) utils::write.csv(machine, file.path(vdir, "machine.csv"), row.names = FALSE)
+  # The vignette shows the machine, not where the table came from.
+  if (!is.null(machine)) utils::write.csv(machine[c("key", "value")], file.path(vdir, "machine.csv"),
+                                          row.names = FALSE)
   cat("Rewrote", results_md, "and the CSVs in", vdir, "\n")
 }
 

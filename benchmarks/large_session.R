@@ -83,6 +83,7 @@ available_gb <- function() {
 }
 
 source(file.path(bench_dir, "memory_sampler.R"))
+source(file.path(bench_dir, "headlines.R")) # with_provenance(), register_headline()
 
 run_arm <- function(arm, fit, B, K, seed) {
   bs <- function(...) bs_batch(fit, B, K, progress = FALSE, seed = seed, ...)
@@ -212,6 +213,7 @@ run_main <- function(args) {
           root_pss_start_mb = if (memory_run) memory$root_pss_start_mb else NA_real_,
           sampler_interval_ms = if (memory_run) memory$interval_median_ms else NA_real_
         )
+        row <- with_provenance(row, if (startsWith(arm, "fork")) "fork" else "mclapply")
         cat(sprintf("  %s B=%d %-12s %s %6.2f s, %d children%s\n", regime, B, arm,
                     if (memory_run) "memory" else sprintf("rep %d", r), value$seconds,
                     row$children,
@@ -224,7 +226,7 @@ run_main <- function(args) {
   if (with_overhead) {
     cat(sprintf("[%s] engine overhead against task time\n", format(Sys.time(), "%T")))
     overhead <- overhead_rows(session, parent_rss, K, repeats, run_id, overhead_fresh)
-    append_csv(overhead, file.path(out_dir, "large_session_overhead.csv"))
+    append_csv(with_provenance(overhead, "fork"), file.path(out_dir, "large_session_overhead.csv"))
   }
   rm(ballast)
   report_main(out_dir, run_ids = run_id)

@@ -74,12 +74,13 @@ table <- do.call(rbind, lapply(split(results, list(results$animals, results$null
              negative_replicates = sum(d$negative), failed_replicates = sum(d$failed))
 }))
 table <- table[order(table$gene != "null (gene 1)", table$animals), ]
+source("benchmarks/headlines.R") # with_provenance(), register_headline()
 dir.create(file.path("benchmarks", "results"), showWarnings = FALSE)
-utils::write.csv(table, file.path("benchmarks", "results", "lrt_calibration.csv"),
+utils::write.csv(with_provenance(table, "nb"), file.path("benchmarks", "results", "lrt_calibration.csv"),
                  row.names = FALSE)
 # Every test's statistic, df and p-value, for checks of other references
 # (a chi-square, say) without refitting.
-utils::write.csv(results, file.path("benchmarks", "results", "lrt_calibration_tests.csv"),
+utils::write.csv(with_provenance(results, "nb"), file.path("benchmarks", "results", "lrt_calibration_tests.csv"),
                  row.names = FALSE)
 cat(sprintf("\n%s mode, %d replicates per test, %.1f min this run\n\n", mode, config$replicates,
             as.numeric(difftime(Sys.time(), started, units = "mins"))))

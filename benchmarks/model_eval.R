@@ -95,7 +95,8 @@ for (genes in c(6, 12, 24, 48)) {
 
 results <- do.call(rbind, rows)
 dir.create("benchmarks/results", showWarnings = FALSE)
-utils::write.csv(results, "benchmarks/results/model_eval.csv", row.names = FALSE)
+source("benchmarks/headlines.R") # with_provenance(), register_headline()
+utils::write.csv(with_provenance(results, "original"), "benchmarks/results/model_eval.csv", row.names = FALSE)
 
 summary <- aggregate(value ~ model + rows + params + measure, data = results,
                      FUN = function(x) c(median = stats::median(x), min = min(x), max = max(x)))

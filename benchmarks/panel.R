@@ -144,8 +144,8 @@ for (k in seq_len(nrow(panels))) {
 }
 result <- do.call(rbind, rows)
 result$mode <- mode
-result$commit <- tryCatch(system("git rev-parse --short HEAD", intern = TRUE),
-                          error = function(e) NA_character_)
+source(file.path(bench_dir, "headlines.R")) # with_provenance(), register_headline()
+result <- with_provenance(result, ifelse(result$max_fork > 1, "fork", "serial"))
 dir.create(file.path(bench_dir, "results"), showWarnings = FALSE)
 file <- file.path(bench_dir, "results", paste0("panel_", mode, ".csv"))
 utils::write.csv(result, file, row.names = FALSE)

@@ -676,10 +676,15 @@ if (mode != "table") {
   numeric <- vapply(summary, is.double, logical(1))
   summary[numeric] <- lapply(summary[numeric], signif, digits = 4)
   # Two files: one row per fit, one row per fit x component.
-  utils::write.csv(unique(summary[fit_columns]), fits_csv, row.names = FALSE)
-  utils::write.csv(summary[c(fit_keys, setdiff(names(summary), fit_columns))], summary_csv,
+  source("benchmarks/headlines.R") # with_provenance()
+  fits <- unique(summary[fit_columns])
+  utils::write.csv(with_provenance(fits, fits$likelihood), fits_csv, row.names = FALSE)
+  components <- summary[c(fit_keys, setdiff(names(summary), fit_columns))]
+  utils::write.csv(with_provenance(components, components$likelihood), summary_csv,
                    row.names = FALSE, quote = FALSE)
-  utils::write.csv(do.call(rbind, lapply(results, dataset_table)), datasets_csv, row.names = FALSE)
+  # Every data set is fitted with both likelihoods.
+  utils::write.csv(with_provenance(do.call(rbind, lapply(results, dataset_table)), "nb+original"),
+                   datasets_csv, row.names = FALSE)
   cat(sprintf("Wrote %s, %s and %s.\n", summary_csv, fits_csv, datasets_csv))
 }
 

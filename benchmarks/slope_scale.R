@@ -76,7 +76,8 @@ summary <- do.call(rbind, lapply(split(null, list(null$prior, null$animals)), fu
 }))
 summary <- summary[order(summary$prior, summary$animals), ]
 dir.create("benchmarks/results", showWarnings = FALSE)
-utils::write.csv(summary, "benchmarks/results/slope_scale.csv", row.names = FALSE)
+source("benchmarks/headlines.R") # with_provenance(), register_headline()
+utils::write.csv(with_provenance(summary, "nb"), "benchmarks/results/slope_scale.csv", row.names = FALSE)
 cat(sprintf("\n%d data sets per design; R %s; %s\n\n", datasets, getRversion(), format(Sys.time(), "%Y-%m-%d %H:%M")))
 cat("| animals/group | curve priors | true-null slope effects | mean z² (slope scale) | mean z² (log ratio) | rejected at 0.05 (slope scale) | rejected (log ratio) |\n")
 cat("|---:|---|---:|---:|---:|---:|---:|\n")

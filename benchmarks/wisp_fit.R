@@ -51,8 +51,9 @@ for (seed in seq_len(datasets)) {
 recovery <- do.call(rbind, recovery)
 
 dir.create("benchmarks/results", showWarnings = FALSE)
-utils::write.csv(timing, "benchmarks/results/wisp_fit_timing.csv", row.names = FALSE)
-utils::write.csv(recovery, "benchmarks/results/wisp_fit_recovery.csv", row.names = FALSE)
+source("benchmarks/headlines.R") # with_provenance(), register_headline()
+utils::write.csv(with_provenance(timing, "serial+fork"), "benchmarks/results/wisp_fit_timing.csv", row.names = FALSE)
+utils::write.csv(with_provenance(recovery, "fork"), "benchmarks/results/wisp_fit_recovery.csv", row.names = FALSE)
 
 range_text <- function(x) sprintf("%.2f (%.2f–%.2f)", stats::median(x), min(x), max(x))
 cat(sprintf("\n%d repeats; R %s; %s\n\n", repeats, getRversion(), format(Sys.time(), "%Y-%m-%d")))
