@@ -51,3 +51,10 @@ for (arm in names(arms)) {
               min(x$seconds), max(x$seconds), min(x$converged), replicates,
               if (all(x$identical_to_first)) "yes" else "NO"))
 }
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+med <- function(arm) stats::median(results$seconds[results$arm == arm])
+register_headline("bootstrap_speed",
+                  sprintf("%d replicates, %s, %d workers", replicates, names(arms)[1:2], workers),
+                  sprintf("%.1f", c(med(names(arms)[1]), med(names(arms)[2]))), "s",
+                  paste("Rscript benchmarks/bootstrap_speed.R", replicates, repeats, workers))

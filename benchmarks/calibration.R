@@ -260,3 +260,17 @@ cat(sprintf("\nMode %s; %d data sets; R %s; %s\n", m, length(unique(rows$dataset
 print_tables(summary)
 cat("\nMedian seconds per data set and method:\n")
 print(seconds, row.names = FALSE)
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+# Only after a full run: a summary of RDS files fitted earlier would get this checkout's commit.
+if (mode == "full") {
+  wald <- summary[summary$likelihood == "nb" & summary$method == "wald" & summary$structure == "true" &
+                    summary$component == "all", ]
+  command <- "R_LIBS=<library with wispack> Rscript benchmarks/calibration.R full"
+  register_headline("calibration",
+                    sprintf("Wald coverage of 95 %% intervals, every component, %d animals per group", wald$animals),
+                    sprintf("%.3f", wald$coverage), "rate", command)
+  register_headline("calibration",
+                    sprintf("Wald false positives at 0.05, every component, %d animals per group", wald$animals),
+                    sprintf("%.3f", wald$false_positive), "rate", command)
+}

@@ -79,3 +79,9 @@ medians$ratio_to_plain <- round(medians$seconds / medians$seconds[medians$arm ==
 medians$all_identical <- tapply(table$identical_to_plain, table$arm, all)[medians$arm]
 print(table)
 print(medians)
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+others <- medians$arm != "plain"
+register_headline("genes_apart", paste(medians$arm[others], "time / plain"),
+                  sprintf("%.2f", medians$ratio_to_plain[others]), "ratio",
+                  "Rscript benchmarks/genes_apart.R")

@@ -92,3 +92,14 @@ for (i in seq_len(nrow(table))) {
               r$datasets, r$rejection, r$se, r$min_p, r$median_lr, r$negative_replicates,
               r$failed_replicates))
 }
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+if (mode == "full") {
+  pooled <- function(rows) sum(rows$rejection * rows$datasets) / sum(rows$datasets)
+  null <- table$gene == "null (gene 1)"
+  register_headline("lrt_calibration",
+                    c("rejections at 0.05 of the null gene, every design",
+                      "rejections at 0.05 of the gene with effects, every design"),
+                    sprintf("%.3f", c(pooled(table[null, ]), pooled(table[!null, ]))), "rate",
+                    "R_LIBS=<library with wispack> Rscript benchmarks/lrt_calibration.R full")
+}

@@ -108,3 +108,16 @@ for (i in seq_len(nrow(summary))) {
   cat(sprintf("| %s | %d | %d | %s | %.3g | %.3g–%.3g |\n", summary$model[i], summary$rows[i],
               summary$params[i], summary$measure[i], v[["median"]], v[["min"]], v[["max"]]))
 }
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+med <- function(model, measure) stats::median(results$value[results$model == model & results$measure == measure])
+register_headline("model_eval",
+                  c("small model, one evaluation of the original objective",
+                    "large model, one evaluation of the original objective"),
+                  c(med("small", "evaluation_ms"), med("large", "evaluation_ms")), "ms",
+                  paste("Rscript benchmarks/model_eval.R", repeats))
+if (wispack:::test_hooks_enabled()) {
+  register_headline("model_eval", c("small model, fit", "large model, fit"),
+                    c(med("small", "fit_seconds"), med("large", "fit_seconds")), "s",
+                    paste("Rscript benchmarks/model_eval.R", repeats))
+}

@@ -165,3 +165,14 @@ if (nrow(result) >= 2) {
     cat(sprintf("scaling exponent of wisp() time in genes: %.2f\n", slope))
   }
 }
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+if (mode %in% c("quick", "some", "full")) {
+  sizes <- sprintf("%d genes x %d types x %d bins", result$genes, result$types, result$bins)
+  command <- if (mode == "some") {
+    sprintf("PANEL_GENES=\"%s\" Rscript benchmarks/panel.R some", Sys.getenv("PANEL_GENES", "100,500"))
+  } else paste("Rscript benchmarks/panel.R", mode)
+  register_headline("panel", c(paste0(sizes, ": wisp()"), paste0(sizes, ": peak summed PSS")),
+                    c(sprintf("%.1f", result$fit_s), sprintf("%.0f", result$peak_pss_mb)),
+                    rep(c("s", "MB"), each = nrow(result)), command)
+}

@@ -154,3 +154,12 @@ summary_row <- data.frame(commit = commit, tokens = nrow(tokens), binned_rows = 
 summary_row$engine <- "nb"
 utils::write.csv(summary_row, file.path(out, "summary.csv"), row.names = FALSE)
 print(summary_row, row.names = FALSE)
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+register_headline("real_data",
+                  c("wisp() with its defaults on the S1 data",
+                    "genes peaking in the layer their marker is known for"),
+                  c(sprintf("%.2f", summary_row$fit_median_s),
+                    sprintf("%d / %d", summary_row$peaks_in_known_layer, nrow(peaks))),
+                  c("s", "genes"),
+                  paste("WISPACK_SHARED_DATA=../shared/data Rscript benchmarks/real_data.R", bootstraps))

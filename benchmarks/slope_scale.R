@@ -88,3 +88,11 @@ for (i in seq_len(nrow(summary))) {
               s$mean_z2_value, s$mean_z2_ratio, s$reject_value, se(s$reject_value),
               s$reject_ratio, se(s$reject_ratio)))
 }
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+d <- summary[summary$prior == "default", ]
+register_headline("slope_scale",
+                  c(sprintf("mean z² of true-null slope effects, slope scale, %d animals per group", d$animals),
+                    sprintf("mean z² of true-null slope effects, log ratio, %d animals per group", d$animals)),
+                  sprintf("%.2f", c(d$mean_z2_value, d$mean_z2_ratio)), "mean z²",
+                  paste("Rscript benchmarks/slope_scale.R", datasets))

@@ -355,6 +355,17 @@ if (mode %in% c(run_modes, "collect")) {
   utils::write.csv(curves, curves_csv, row.names = FALSE)
   utils::write.csv(fits, fits_csv, row.names = FALSE)
   print_tables(curves, fits)
+  if (mode == "full") {
+    # Headline figures for benchmarks/RESULTS.md, with the commits that fitted them.
+    one <- curves[curves$method == "likelihood", ]
+    register_headline("structure",
+                      c("curves with the exact degree, structure = \"likelihood\" (the default)",
+                        "over-detections, structure = \"likelihood\" (the default)"),
+                      c(sprintf("%d / %d", sum(one$found_degree == one$true_degree), nrow(one)),
+                        sprintf("%d", sum(one$found_degree > one$true_degree))),
+                      "curves", "R_LIBS=<library> nice Rscript benchmarks/structure.R full",
+                      commit = paste(sort(unique(fits$commit[fits$method == "likelihood"])), collapse = "+"))
+  }
 }
 
 if (mode == "table") {

@@ -73,3 +73,13 @@ for (i in seq_len(nrow(summary))) {
   cat(sprintf("| %s | %s | %d / %d (%.0f %%) | %d / %d |\n", s$method, s$grid_search, s$exact,
               s$curves, 100 * s$exact / s$curves, s$found_transitions, s$true_transitions))
 }
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+best <- summary[summary$method == "improved" & summary$grid_search == "AIC", ]
+register_headline("wisp_fit",
+                  c("wisp() without the grid search", "wisp() with the AIC grid search, max.fork = 2",
+                    "curves with the exact degree, improved detection with the AIC grid"),
+                  c(sprintf("%.2f", stats::median(timing$no_grid_seconds)),
+                    sprintf("%.2f", stats::median(timing$grid_seconds)),
+                    sprintf("%d / %d", best$exact, best$curves)),
+                  c("s", "s", "curves"), paste("Rscript benchmarks/wisp_fit.R", repeats, datasets))
