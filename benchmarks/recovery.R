@@ -206,7 +206,7 @@ truth_start <- function(fit, truth, bins) {
     mine <- beta_of_x(at$x, at$names, fit, gene, bins, gap)
     own <- !is.na(mine)
     reported <- fit$fitted.parameters[fit$parameters$name]
-    check <- own & is.finite(reported)  # the fit may report NaN (see RESULTS.md)
+    check <- own & is.finite(reported)  # the fit may report NaN (see recovery.md)
     mapping_error <- max(abs(mine[check] - reported[check]))
     if (mapping_error > 1e-6) stop("coordinate mapping is off by ", mapping_error, " for ", gene)
     from_truth <- beta_of_x(run$par, at$names, fit, gene, bins, gap)
