@@ -39,8 +39,10 @@ for (r in seq_len(repeats)) {
   }
 }
 results <- do.call(rbind, rows)
+source("benchmarks/headlines.R") # with_provenance(), register_headline()
 dir.create("benchmarks/results", showWarnings = FALSE)
-utils::write.csv(results, "benchmarks/results/bootstrap_speed.csv", row.names = FALSE)
+utils::write.csv(with_provenance(results, ifelse(startsWith(results$arm, "fork"), "fork", "mclapply")),
+                 "benchmarks/results/bootstrap_speed.csv", row.names = FALSE)
 cat(sprintf("\n%d repeats; R %s; %s\n\n", repeats, getRversion(), format(Sys.time(), "%Y-%m-%d")))
 cat("| arm | seconds for", replicates, "replicates, median (range) | converged | identical estimates |\n|---|---|---|---|\n")
 for (arm in names(arms)) {
@@ -49,3 +51,10 @@ for (arm in names(arms)) {
               min(x$seconds), max(x$seconds), min(x$converged), replicates,
               if (all(x$identical_to_first)) "yes" else "NO"))
 }
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+med <- function(arm) stats::median(results$seconds[results$arm == arm])
+register_headline("bootstrap_speed",
+                  sprintf("%d replicates, %s, %d workers", replicates, names(arms)[1:2], workers),
+                  sprintf("%.1f", c(med(names(arms)[1]), med(names(arms)[2]))), "s",
+                  paste("Rscript benchmarks/bootstrap_speed.R", replicates, repeats, workers))

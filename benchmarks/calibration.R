@@ -250,8 +250,9 @@ rows <- load_rows(m)
 summary <- summarise_rows(rows)
 summary <- summary[order(summary$animals, summary$likelihood, summary$method, summary$structure,
                          match(summary$component, c("Rt", "tslope", "tpoint", "all"))), ]
+source("benchmarks/headlines.R") # with_provenance(), register_headline()
 dir.create("benchmarks/results", showWarnings = FALSE)
-utils::write.csv(summary, sprintf("benchmarks/results/calibration%s.csv",
+utils::write.csv(with_provenance(summary, summary$likelihood), sprintf("benchmarks/results/calibration%s.csv",
                                   if (m == "quick") "_quick" else ""), row.names = FALSE)
 seconds <- aggregate(seconds ~ method + likelihood + structure, data = unique(rows[c("dataset", "method", "likelihood", "structure", "seconds")]), FUN = stats::median)
 cat(sprintf("\nMode %s; %d data sets; R %s; %s\n", m, length(unique(rows$dataset)), getRversion(),
@@ -259,3 +260,17 @@ cat(sprintf("\nMode %s; %d data sets; R %s; %s\n", m, length(unique(rows$dataset
 print_tables(summary)
 cat("\nMedian seconds per data set and method:\n")
 print(seconds, row.names = FALSE)
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+# Only after a full run: a summary of RDS files fitted earlier would get this checkout's commit.
+if (mode == "full") {
+  wald <- summary[summary$likelihood == "nb" & summary$method == "wald" & summary$structure == "true" &
+                    summary$component == "all", ]
+  command <- "R_LIBS=<library with wispack> Rscript benchmarks/calibration.R full"
+  register_headline("calibration",
+                    sprintf("Wald coverage of 95 %% intervals, every component, %d animals per group", wald$animals),
+                    sprintf("%.3f", wald$coverage), "rate", command)
+  register_headline("calibration",
+                    sprintf("Wald false positives at 0.05, every component, %d animals per group", wald$animals),
+                    sprintf("%.3f", wald$false_positive), "rate", command)
+}

@@ -82,7 +82,8 @@ record("large", "peak_rss_mb_of_R", peak_rss_mb())
 
 results <- do.call(rbind, rows)
 dir.create("benchmarks/results", showWarnings = FALSE)
-utils::write.csv(results, "benchmarks/results/count_fit.csv", row.names = FALSE)
+source("benchmarks/headlines.R") # with_provenance(), register_headline()
+utils::write.csv(with_provenance(results, "nb"), "benchmarks/results/count_fit.csv", row.names = FALSE)
 summary <- aggregate(value ~ model + measure, data = results,
                      FUN = function(x) c(median = stats::median(x), min = min(x), max = max(x), n = length(x)))
 cat(sprintf("\n%d repeats; R %s; %s\n\n", repeats, getRversion(), format(Sys.time(), "%Y-%m-%d")))
@@ -92,3 +93,17 @@ for (i in seq_len(nrow(summary))) {
   cat(sprintf("| %s | %s | %.3g | %.3g–%.3g | %d |\n", summary$model[i], summary$measure[i],
               v[["median"]], v[["min"]], v[["max"]], as.integer(v[["n"]])))
 }
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+med <- function(model, measure) {
+  stats::median(results$value[results$model == model & results$measure == measure])
+}
+register_headline("count_fit",
+                  c("small model, whole wisp()", "small model, one bootstrap replicate",
+                    "large model, fit on 1 worker", "large model, fit on 2 workers",
+                    "small model, peak RSS of R"),
+                  c(med("small", "wisp_seconds"), med("small", "replicate_seconds"),
+                    med("large, 1 worker", "fit_seconds"), med("large, 2 workers", "fit_seconds"),
+                    med("small", "peak_rss_mb_of_R")),
+                  c("s", "s", "s", "s", "MB"),
+                  paste("R_LIBS=<library with wispack> Rscript benchmarks/count_fit.R", repeats))

@@ -70,7 +70,10 @@ for (gb in sort(parent_gb)) {
 rm(ballast)
 results <- do.call(rbind, results)
 dir.create("benchmarks/results", showWarnings = FALSE, recursive = TRUE)
-utils::write.csv(results, "benchmarks/results/fork_overhead.csv", row.names = FALSE)
+source("benchmarks/headlines.R") # with_provenance(), register_headline()
+engine <- ifelse(startsWith(results$arm, "engine"), "fork",
+                 ifelse(startsWith(results$arm, "mclapply"), "mclapply", "none"))
+utils::write.csv(with_provenance(results, engine), "benchmarks/results/fork_overhead.csv", row.names = FALSE)
 
 summary <- aggregate(ms_per_task ~ parent_rss_mb + parent + arm, data = results,
                      FUN = function(x) c(median = median(x), min = min(x), max = max(x)))
@@ -82,3 +85,12 @@ for (i in seq_len(nrow(summary))) {
   cat(sprintf("| %s | %d | %s | %.2f | %.2f–%.2f |\n", summary$parent[i], summary$parent_rss_mb[i],
               summary$arm[i], s[["median"]], s[["min"]], s[["max"]]))
 }
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+# The engine's cost per fresh child, and the PSS read that is part of it.
+shown <- summary$arm %in% c("engine, fresh child per task", "(reading smaps_rollup once)")
+register_headline("fork_overhead",
+                  sprintf("%s (parent %s)", summary$arm[shown], summary$parent[shown]),
+                  sprintf("%.2f", summary$ms_per_task[shown, "median"]), "ms per task",
+                  paste("Rscript benchmarks/fork_overhead.R", n_tasks, repeats, workers,
+                        paste(parent_gb, collapse = ",")))

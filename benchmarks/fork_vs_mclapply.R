@@ -12,9 +12,9 @@
 #     OUT      CSV the rows are appended to
 #              (default benchmarks/results/fork_vs_mclapply.csv)
 #   Rscript benchmarks/fork_vs_mclapply.R report
-#     rewrites the generated sections of benchmarks/RESULTS.md from the CSVs in
-#     benchmarks/results/ and copies the small summaries the vignette reads to
-#     vignettes/fork-per-batch/.
+#     rewrites the generated sections of benchmarks/fork_vs_mclapply.md and
+#     benchmarks/fork_overhead.md from the CSVs in benchmarks/results/ and
+#     copies the small summaries the vignette reads to vignettes/fork-per-batch/.
 # Stages can be run separately: every `run` appends to OUT with its own
 # `run_id`. benchmarks/run_all.sh runs everything.
 
@@ -71,6 +71,7 @@ regime_model <- function(regime) {
 # Memory sampler: a separate python3 process polling this process's tree
 
 source(file.path(bench_dir, "memory_sampler.R"))
+source(file.path(bench_dir, "headlines.R")) # with_provenance(), register_headline()
 
 # ---------------------------------------------------------------------------
 # Arms: each returns list(t = estimates, diagnostics = per-replicate rows,
@@ -151,6 +152,7 @@ run_main <- function(args) {
   suppressPackageStartupMessages(library(wispack))
   seed <- 1L
   run_id <- format(Sys.time(), "%Y%m%d-%H%M%S")
+  commit <- bench_commit()
 
   cat(sprintf("[%s] %s regime: building or loading the model...\n", format(Sys.time(), "%T"), regime))
   fit <- regime_model(regime)
@@ -196,6 +198,7 @@ run_main <- function(args) {
           distinct_pids = length(unique(d$pid)),
           identical_estimates = identical(unname(value$t), unname(references[[key]])),
           stringsAsFactors = FALSE)
+        row <- with_provenance(row, if (startsWith(arm, "fork")) "fork" else "mclapply", commit)
         exists_out <- file.exists(out)
         utils::write.table(row, out, sep = ",", append = exists_out, col.names = !exists_out,
                            row.names = FALSE)
@@ -203,6 +206,7 @@ run_main <- function(args) {
           tr <- utils::read.csv(trace)
           tr <- cbind(run_id = run_id, regime = regime, workers = K, fits_per_worker = f,
                       arm = arm, tr)
+          tr <- with_provenance(tr, if (startsWith(arm, "fork")) "fork" else "mclapply", commit)
           exists_trace <- file.exists(trace_file)
           utils::write.table(tr, trace_file, sep = ",", append = exists_trace,
                              col.names = !exists_trace, row.names = FALSE)
@@ -246,7 +250,7 @@ machine_main <- function(args) {
     transparent_hugepages = first("cat /sys/kernel/mm/transparent_hugepage/enabled"),
     load_average_at_start = paste(strsplit(readLines("/proc/loadavg"), " ")[[1]][1:3], collapse = " ")
   )
-  utils::write.csv(data.frame(key = names(rows), value = unname(rows)),
+  utils::write.csv(with_provenance(data.frame(key = names(rows), value = unname(rows)), "none"),
                    file.path(results_dir(), "fork_vs_mclapply_machine.csv"), row.names = FALSE)
 }
 
@@ -324,7 +328,12 @@ replace_block <- function(lines, name, block) {
 
 report_main <- function(args) {
   rdir <- results_dir()
-  results_md <- Sys.getenv("BENCH_RESULTS_MD", file.path(bench_dir, "RESULTS.md"))
+  # The generated blocks live in the benchmarks' own pages; BENCH_PAGES puts
+  # them into another folder (a dry run). benchmarks/RESULTS.md is a summary
+  # written by tools/write-results.py from benchmarks/headlines.csv.
+  pages <- Sys.getenv("BENCH_PAGES", bench_dir)
+  fvm_md <- file.path(pages, "fork_vs_mclapply.md")
+  overhead_md <- file.path(pages, "fork_overhead.md")
   vdir <- Sys.getenv("BENCH_VIGNETTE_DATA",
                      file.path(dirname(bench_dir), "vignettes", "fork-per-batch"))
   dir.create(vdir, showWarnings = FALSE, recursive = TRUE)
@@ -345,7 +354,7 @@ report_main <- function(args) {
   add <- function(fmt, ...) md <<- c(md, if (...length()) sprintf(fmt, ...) else fmt)
 
   # -- machine, commands, protocol
-  add("## Fork-per-batch against mclapply (`benchmarks/fork_vs_mclapply.R`)")
+  add("## Machine, protocol and figures")
   add("")
   if (!is.null(machine)) {
     add("Machine and software of the run:")
@@ -401,7 +410,7 @@ report_main <- function(args) {
   add("")
 
   # -- headline: the original's comparison
-  add("### Headline: fork-per-batch (`fork_rolling`) against `mclapply` (`mc_pre`)")
+  add("### Summary: a fresh child per replicate (`fork_rolling`) against `mclapply` (`mc_pre`)")
   add("")
   add(paste("The original compared these two, with memory as summed VmRSS. Ratios < 1 favour",
             "fork-per-batch; medians over repeats of the within-repeat ratio (range)."))
@@ -523,8 +532,9 @@ report_main <- function(args) {
     add("")
   }
 
-  lines <- if (file.exists(results_md)) readLines(results_md, warn = FALSE) else "# Benchmark results"
-  lines <- replace_block(lines, "fork-vs-mclapply", md)
+  page <- function(file, title) if (file.exists(file)) readLines(file, warn = FALSE) else title
+  lines <- replace_block(page(fvm_md, "# Fork-per-batch against mclapply"), "fork-vs-mclapply", md)
+  writeLines(lines, fvm_md)
   if (!is.null(overhead_summary)) {
     table <- c("Command (wispack installed, release build; the full run uses `benchmarks/run_all.sh`):", "",
                "```sh", "Rscript benchmarks/fork_overhead.R 40 5 2 1,4   # 40 tasks, 5 repeats, 2 workers, 1 and 4 GB parents",
@@ -533,15 +543,15 @@ report_main <- function(args) {
                      "the number of tasks; first with a lean R process, then with the parent",
                      "holding 1 GB and then 4 GB of numeric vectors (1 GB each, every page touched).",
                      "Raw data: `benchmarks/results/fork_overhead.csv`. The figures are from the",
-                     "latest `run_all.sh` run; what they mean against fit times is in the",
-                     "fork-per-batch section below."), "",
+                     "latest `run_all.sh` run; what they mean against fit times is in",
+                     "[fork_vs_mclapply.md](fork_vs_mclapply.md)."), "",
                "| parent | parent RSS (MB) | arm | ms per task, median | range |", "|---|---:|---|---:|---|",
                sprintf("| %s | %d | %s | %.2f | %.2f–%.2f |", overhead_summary$parent,
                        overhead_summary$parent_rss_mb, overhead_summary$arm, overhead_summary$ms_median,
                        overhead_summary$ms_min, overhead_summary$ms_max))
-    lines <- replace_block(lines, "fork-overhead-table", table)
+    lines <- replace_block(page(overhead_md, "# Fork engine overhead"), "fork-overhead-table", table)
+    writeLines(lines, overhead_md)
   }
-  writeLines(lines, results_md)
 
   # -- small CSVs for the vignette
   keep <- c("regime", "params", "workers", "fits_per_worker", "replicates", "arm", "label", "repeats",
@@ -578,8 +588,10 @@ report_main <- function(args) {
     traces <- traces[order(traces$arm, traces$t), ]
     utils::write.csv(traces, file.path(vdir, "memory_traces.csv"), row.names = FALSE)
   }
-  if (!is.null(machine)) utils::write.csv(machine, file.path(vdir, "machine.csv"), row.names = FALSE)
-  cat("Rewrote", results_md, "and the CSVs in", vdir, "\n")
+  # The vignette shows the machine, not where the table came from.
+  if (!is.null(machine)) utils::write.csv(machine[c("key", "value")], file.path(vdir, "machine.csv"),
+                                          row.names = FALSE)
+  cat("Rewrote", fvm_md, if (!is.null(overhead_summary)) overhead_md, "and the CSVs in", vdir, "\n")
 }
 
 `%||%` <- function(a, b) if (is.null(a)) b else a

@@ -158,3 +158,15 @@ for (i in seq_len(nrow(table))) {
               t$null.tests, fmt(t$fpr, t$fpr.se), fmt(t$power, t$power.se),
               fmt(t$wald.screen.fpr, t$wald.screen.se), fmt(t$bh.fdr, t$bh.fdr.se)))
 }
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+if (mode == "full") {
+  source("benchmarks/headlines.R") # register_headline()
+  datasets <- Sys.getenv("WISPACK_BENCH_DATASETS")
+  register_headline("gene_tests", c("p < 0.05 on true-null genes, every test", "power on the changed genes"),
+                    sprintf("%.3f", c(sum(table$fpr * table$null.tests) / sum(table$null.tests),
+                                      mean(rows$p.value[!rows$null] < alpha))), "rate",
+                    paste0(if (nzchar(datasets)) paste0("WISPACK_BENCH_DATASETS=", datasets, " "),
+                           "Rscript benchmarks/gene_tests.R full"),
+                    commit = if (length(commit) && !is.na(commit[1])) commit[1] else "unknown")
+}

@@ -71,9 +71,17 @@ for (r in seq_len(repeats)) {
 plan(sequential)
 table <- do.call(rbind, rows)
 dir.create(file.path(bench_dir, "results"), showWarnings = FALSE)
-utils::write.csv(table, file.path(bench_dir, "results", "genes_apart.csv"), row.names = FALSE)
+source(file.path(bench_dir, "headlines.R")) # with_provenance(), register_headline()
+utils::write.csv(with_provenance(table, ifelse(table$arm == "future", "future", "fork")),
+                 file.path(bench_dir, "results", "genes_apart.csv"), row.names = FALSE)
 medians <- stats::aggregate(seconds ~ arm, table, stats::median)
 medians$ratio_to_plain <- round(medians$seconds / medians$seconds[medians$arm == "plain"], 2)
 medians$all_identical <- tapply(table$identical_to_plain, table$arm, all)[medians$arm]
 print(table)
 print(medians)
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+others <- medians$arm != "plain"
+register_headline("genes_apart", paste(medians$arm[others], "time / plain"),
+                  sprintf("%.2f", medians$ratio_to_plain[others]), "ratio",
+                  "Rscript benchmarks/genes_apart.R")

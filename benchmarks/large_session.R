@@ -83,6 +83,7 @@ available_gb <- function() {
 }
 
 source(file.path(bench_dir, "memory_sampler.R"))
+source(file.path(bench_dir, "headlines.R")) # with_provenance(), register_headline()
 
 run_arm <- function(arm, fit, B, K, seed) {
   bs <- function(...) bs_batch(fit, B, K, progress = FALSE, seed = seed, ...)
@@ -212,6 +213,7 @@ run_main <- function(args) {
           root_pss_start_mb = if (memory_run) memory$root_pss_start_mb else NA_real_,
           sampler_interval_ms = if (memory_run) memory$interval_median_ms else NA_real_
         )
+        row <- with_provenance(row, if (startsWith(arm, "fork")) "fork" else "mclapply")
         cat(sprintf("  %s B=%d %-12s %s %6.2f s, %d children%s\n", regime, B, arm,
                     if (memory_run) "memory" else sprintf("rep %d", r), value$seconds,
                     row$children,
@@ -224,10 +226,29 @@ run_main <- function(args) {
   if (with_overhead) {
     cat(sprintf("[%s] engine overhead against task time\n", format(Sys.time(), "%T")))
     overhead <- overhead_rows(session, parent_rss, K, repeats, run_id, overhead_fresh)
-    append_csv(overhead, file.path(out_dir, "large_session_overhead.csv"))
+    append_csv(with_provenance(overhead, "fork"), file.path(out_dir, "large_session_overhead.csv"))
   }
   rm(ballast)
-  report_main(out_dir, run_ids = run_id)
+  runs <- report_main(out_dir, run_ids = run_id)
+  # The fork engine's headline: its default arm against prescheduled mclapply,
+  # registered from runs into the repository's results only.
+  if (normalizePath(out_dir) == normalizePath(file.path(bench_dir, "results"))) {
+    d <- runs[runs$arm == "fork_default" & is.finite(runs$ratio_pre), ]
+    where <- sprintf("%s session, %s model", if (session_gb > 0) sprintf("%g GB", session_gb) else "lean",
+                     d$regime)
+    command <- paste("Rscript benchmarks/large_session.R", paste(args, collapse = " "))
+    if (nrow(d)) {
+      register_headline("large_session",
+                        paste("default fork backend (fed workers) time / prescheduled mclapply,", where),
+                        sprintf("%.2f", d$ratio_pre), "ratio", command)
+    }
+    m <- is.finite(d$above_session_mb)
+    if (any(m)) {
+      register_headline("large_session",
+                        paste("peak summed PSS above the session, default fork backend,", where[m]),
+                        sprintf("%.0f", d$above_session_mb[m]), "MB", command)
+    }
+  }
 }
 
 fmt_range <- function(x, digits = 2) {
@@ -346,6 +367,7 @@ report_main <- function(out_dir = file.path(bench_dir, "results"), run_ids = NUL
                 trio(x$overhead_ms, x$overhead_ms_min, x$overhead_ms_max, 1),
                 trio(x$overhead_pct, x$overhead_pct_min, x$overhead_pct_max, 1)))
   }
+  invisible(runs)
 }
 
 args <- commandArgs(trailingOnly = TRUE)

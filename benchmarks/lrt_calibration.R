@@ -74,12 +74,13 @@ table <- do.call(rbind, lapply(split(results, list(results$animals, results$null
              negative_replicates = sum(d$negative), failed_replicates = sum(d$failed))
 }))
 table <- table[order(table$gene != "null (gene 1)", table$animals), ]
+source("benchmarks/headlines.R") # with_provenance(), register_headline()
 dir.create(file.path("benchmarks", "results"), showWarnings = FALSE)
-utils::write.csv(table, file.path("benchmarks", "results", "lrt_calibration.csv"),
+utils::write.csv(with_provenance(table, "nb"), file.path("benchmarks", "results", "lrt_calibration.csv"),
                  row.names = FALSE)
 # Every test's statistic, df and p-value, for checks of other references
 # (a chi-square, say) without refitting.
-utils::write.csv(results, file.path("benchmarks", "results", "lrt_calibration_tests.csv"),
+utils::write.csv(with_provenance(results, "nb"), file.path("benchmarks", "results", "lrt_calibration_tests.csv"),
                  row.names = FALSE)
 cat(sprintf("\n%s mode, %d replicates per test, %.1f min this run\n\n", mode, config$replicates,
             as.numeric(difftime(Sys.time(), started, units = "mins"))))
@@ -90,4 +91,15 @@ for (i in seq_len(nrow(table))) {
   cat(sprintf("| %d | %s | %d | %.3f ± %.3f | %.3f | %.1f | %d | %d |\n", r$animals, r$gene,
               r$datasets, r$rejection, r$se, r$min_p, r$median_lr, r$negative_replicates,
               r$failed_replicates))
+}
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+if (mode == "full") {
+  pooled <- function(rows) sum(rows$rejection * rows$datasets) / sum(rows$datasets)
+  null <- table$gene == "null (gene 1)"
+  register_headline("lrt_calibration",
+                    c("rejections at 0.05 of the null gene, every design",
+                      "rejections at 0.05 of the gene with effects, every design"),
+                    sprintf("%.3f", c(pooled(table[null, ]), pooled(table[!null, ]))), "rate",
+                    "R_LIBS=<library with wispack> Rscript benchmarks/lrt_calibration.R full")
 }

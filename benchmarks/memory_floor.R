@@ -55,6 +55,8 @@ worker <- function(trim, collect = FALSE) {
 }
 
 params <- length(fit$fitted.parameters)
+source(file.path(dirname(script_file()), "headlines.R")) # with_provenance()
+commit <- bench_commit()
 cat(sprintf("%s regime (%d parameters): %d fits per worker, %d repeats\n", regime, params,
             n_fits, repeats))
 for (r in seq_len(repeats)) {
@@ -70,6 +72,7 @@ for (r in seq_len(repeats)) {
     value <- cbind(date = format(Sys.time(), "%Y-%m-%d %H:%M:%S"), regime = regime,
                    params = params, variant = variant, repeat_no = r,
                    parent_pss_mb = round(parent[["Pss"]], 1), value)
+    value <- with_provenance(value, "mcparallel", commit)
     exists_out <- file.exists(out)
     utils::write.table(value, out, sep = ",", append = exists_out, col.names = !exists_out,
                        row.names = FALSE)

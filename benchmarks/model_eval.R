@@ -95,7 +95,8 @@ for (genes in c(6, 12, 24, 48)) {
 
 results <- do.call(rbind, rows)
 dir.create("benchmarks/results", showWarnings = FALSE)
-utils::write.csv(results, "benchmarks/results/model_eval.csv", row.names = FALSE)
+source("benchmarks/headlines.R") # with_provenance(), register_headline()
+utils::write.csv(with_provenance(results, "original"), "benchmarks/results/model_eval.csv", row.names = FALSE)
 
 summary <- aggregate(value ~ model + rows + params + measure, data = results,
                      FUN = function(x) c(median = stats::median(x), min = min(x), max = max(x)))
@@ -106,4 +107,17 @@ for (i in seq_len(nrow(summary))) {
   v <- summary$value[i, ]
   cat(sprintf("| %s | %d | %d | %s | %.3g | %.3g–%.3g |\n", summary$model[i], summary$rows[i],
               summary$params[i], summary$measure[i], v[["median"]], v[["min"]], v[["max"]]))
+}
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+med <- function(model, measure) stats::median(results$value[results$model == model & results$measure == measure])
+register_headline("model_eval",
+                  c("small model, one evaluation of the original objective",
+                    "large model, one evaluation of the original objective"),
+                  c(med("small", "evaluation_ms"), med("large", "evaluation_ms")), "ms",
+                  paste("Rscript benchmarks/model_eval.R", repeats))
+if (wispack:::test_hooks_enabled()) {
+  register_headline("model_eval", c("small model, fit", "large model, fit"),
+                    c(med("small", "fit_seconds"), med("large", "fit_seconds")), "s",
+                    paste("Rscript benchmarks/model_eval.R", repeats))
 }

@@ -144,8 +144,8 @@ for (k in seq_len(nrow(panels))) {
 }
 result <- do.call(rbind, rows)
 result$mode <- mode
-result$commit <- tryCatch(system("git rev-parse --short HEAD", intern = TRUE),
-                          error = function(e) NA_character_)
+source(file.path(bench_dir, "headlines.R")) # with_provenance(), register_headline()
+result <- with_provenance(result, ifelse(result$max_fork > 1, "fork", "serial"))
 dir.create(file.path(bench_dir, "results"), showWarnings = FALSE)
 file <- file.path(bench_dir, "results", paste0("panel_", mode, ".csv"))
 utils::write.csv(result, file, row.names = FALSE)
@@ -164,4 +164,15 @@ if (nrow(result) >= 2) {
     slope <- stats::coef(stats::lm(log(fit_s) ~ log(genes), same))[2]
     cat(sprintf("scaling exponent of wisp() time in genes: %.2f\n", slope))
   }
+}
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+if (mode %in% c("quick", "some", "full")) {
+  sizes <- sprintf("%d genes x %d types x %d bins", result$genes, result$types, result$bins)
+  command <- if (mode == "some") {
+    sprintf("PANEL_GENES=\"%s\" Rscript benchmarks/panel.R some", Sys.getenv("PANEL_GENES", "100,500"))
+  } else paste("Rscript benchmarks/panel.R", mode)
+  register_headline("panel", c(paste0(sizes, ": wisp()"), paste0(sizes, ": peak summed PSS")),
+                    c(sprintf("%.1f", result$fit_s), sprintf("%.0f", result$peak_pss_mb)),
+                    rep(c("s", "MB"), each = nrow(result)), command)
 }

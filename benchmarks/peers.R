@@ -554,11 +554,13 @@ main <- function(args) {
                  rows$dataset <= config$datasets, ]
   provenance <- provenance_of()
   rows$commit <- provenance$commit
+  rows$engine <- rows$arm
   summary <- summarise_rows(rows, provenance)
   suffix <- if (config$label == "final") "" else paste0("_", config$label)
   dir.create(file.path("benchmarks", "results"), showWarnings = FALSE)
   utils::write.csv(rows, file.path("benchmarks", "results", sprintf("peers_raw%s.csv", suffix)),
                    row.names = FALSE)
+  summary$engine <- summary$arm
   utils::write.csv(summary, file.path("benchmarks", "results", sprintf("peers%s.csv", suffix)),
                    row.names = FALSE)
   cat(sprintf("\nLabel %s; %d data sets per design; %d genes each; %.1f min this run; R %s; %s\n",

@@ -32,7 +32,8 @@ if (!file.exists(path)) {
 }
 out <- file.path("benchmarks", "results", "real_data")
 dir.create(out, recursive = TRUE, showWarnings = FALSE)
-commit <- tryCatch(system("git rev-parse --short HEAD", intern = TRUE), error = function(e) NA)
+source("benchmarks/headlines.R") # with_provenance(), register_headline()
+commit <- bench_commit()
 
 tokens <- utils::read.csv(path, stringsAsFactors = FALSE)
 context <- if ("context" %in% names(tokens)) "context" else "cortex"
@@ -95,7 +96,7 @@ peaks <- do.call(rbind, lapply(genes, function(g) {
                (known[[g]] == "L5-L6" && layer_of(at) %in% c("L5", "L6")),
              stringsAsFactors = FALSE)
 }))
-utils::write.csv(peaks, file.path(out, "peaks.csv"), row.names = FALSE)
+utils::write.csv(with_provenance(peaks, "nb", commit), file.path(out, "peaks.csv"), row.names = FALSE)
 print(peaks, row.names = FALSE)
 
 # Wald beside a parametric bootstrap, on the rate effects of age and hemisphere.
@@ -121,12 +122,12 @@ effects$contains.estimate.wald <- effects$wald.low <= effects$estimate &
   effects$estimate <= effects$wald.high
 effects$contains.estimate.boot <- effects$boot.low <= effects$estimate &
   effects$estimate <= effects$boot.high
-utils::write.csv(effects, file.path(out, "effects.csv"), row.names = FALSE)
+utils::write.csv(with_provenance(effects, "nb", commit), file.path(out, "effects.csv"), row.names = FALSE)
 cat(sprintf("parametric bootstrap: %d replicates in %.0f s\n", bootstraps, boot_seconds))
 print(utils::head(effects[order(effects$gene, effects$block), ], 20), digits = 3, row.names = FALSE)
 
 tests <- as.data.frame(unclass(fit$gene.tests))
-utils::write.csv(tests, file.path(out, "gene_tests.csv"), row.names = FALSE)
+utils::write.csv(with_provenance(tests, "nb", commit), file.path(out, "gene_tests.csv"), row.names = FALSE)
 print(tests[, c("gene", "term", "df", "statistic", "p.value", "p.adj", "log.fc")],
       digits = 3, row.names = FALSE)
 checked <- wisp_residuals(fit, seed = 1)
@@ -150,5 +151,15 @@ summary_row <- data.frame(commit = commit, tokens = nrow(tokens), binned_rows = 
                           transitions = sum(fit$degrees), rorb_transitions = fit$degrees[1, "Rorb"],
                           peaks_in_known_layer = sum(peaks$agrees), bootstraps = bootstraps,
                           bootstrap_s = boot_seconds)
+summary_row$engine <- "nb"
 utils::write.csv(summary_row, file.path(out, "summary.csv"), row.names = FALSE)
 print(summary_row, row.names = FALSE)
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+register_headline("real_data",
+                  c("wisp() with its defaults on the S1 data",
+                    "genes peaking in the layer their marker is known for"),
+                  c(sprintf("%.2f", summary_row$fit_median_s),
+                    sprintf("%d / %d", summary_row$peaks_in_known_layer, nrow(peaks))),
+                  c("s", "genes"),
+                  paste("WISPACK_SHARED_DATA=../shared/data Rscript benchmarks/real_data.R", bootstraps))

@@ -206,7 +206,7 @@ truth_start <- function(fit, truth, bins) {
     mine <- beta_of_x(at$x, at$names, fit, gene, bins, gap)
     own <- !is.na(mine)
     reported <- fit$fitted.parameters[fit$parameters$name]
-    check <- own & is.finite(reported)  # the fit may report NaN (see RESULTS.md)
+    check <- own & is.finite(reported)  # the fit may report NaN (see recovery.md)
     mapping_error <- max(abs(mine[check] - reported[check]))
     if (mapping_error > 1e-6) stop("coordinate mapping is off by ", mapping_error, " for ", gene)
     from_truth <- beta_of_x(run$par, at$names, fit, gene, bins, gap)
@@ -676,10 +676,15 @@ if (mode != "table") {
   numeric <- vapply(summary, is.double, logical(1))
   summary[numeric] <- lapply(summary[numeric], signif, digits = 4)
   # Two files: one row per fit, one row per fit x component.
-  utils::write.csv(unique(summary[fit_columns]), fits_csv, row.names = FALSE)
-  utils::write.csv(summary[c(fit_keys, setdiff(names(summary), fit_columns))], summary_csv,
+  source("benchmarks/headlines.R") # with_provenance()
+  fits <- unique(summary[fit_columns])
+  utils::write.csv(with_provenance(fits, fits$likelihood), fits_csv, row.names = FALSE)
+  components <- summary[c(fit_keys, setdiff(names(summary), fit_columns))]
+  utils::write.csv(with_provenance(components, components$likelihood), summary_csv,
                    row.names = FALSE, quote = FALSE)
-  utils::write.csv(do.call(rbind, lapply(results, dataset_table)), datasets_csv, row.names = FALSE)
+  # Every data set is fitted with both likelihoods.
+  utils::write.csv(with_provenance(do.call(rbind, lapply(results, dataset_table)), "nb+original"),
+                   datasets_csv, row.names = FALSE)
   cat(sprintf("Wrote %s, %s and %s.\n", summary_csv, fits_csv, datasets_csv))
 }
 

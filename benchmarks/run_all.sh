@@ -1,7 +1,8 @@
 #!/bin/sh
 # One command for the fork-per-batch vs mclapply benchmark: every arm, both
 # regimes, the memory floor curve and the fork cost against parent size, then
-# rewrites the generated sections of benchmarks/RESULTS.md and the small CSVs
+# rewrites the generated sections of benchmarks/fork_vs_mclapply.md and
+# benchmarks/fork_overhead.md and the small CSVs
 # the vignette reads (vignettes/fork-per-batch/).
 #
 # Usage, from anywhere, with wispack installed (R_LIBS pointing at it) with

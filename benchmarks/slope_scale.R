@@ -76,7 +76,8 @@ summary <- do.call(rbind, lapply(split(null, list(null$prior, null$animals)), fu
 }))
 summary <- summary[order(summary$prior, summary$animals), ]
 dir.create("benchmarks/results", showWarnings = FALSE)
-utils::write.csv(summary, "benchmarks/results/slope_scale.csv", row.names = FALSE)
+source("benchmarks/headlines.R") # with_provenance(), register_headline()
+utils::write.csv(with_provenance(summary, "nb"), "benchmarks/results/slope_scale.csv", row.names = FALSE)
 cat(sprintf("\n%d data sets per design; R %s; %s\n\n", datasets, getRversion(), format(Sys.time(), "%Y-%m-%d %H:%M")))
 cat("| animals/group | curve priors | true-null slope effects | mean z² (slope scale) | mean z² (log ratio) | rejected at 0.05 (slope scale) | rejected (log ratio) |\n")
 cat("|---:|---|---:|---:|---:|---:|---:|\n")
@@ -87,3 +88,11 @@ for (i in seq_len(nrow(summary))) {
               s$mean_z2_value, s$mean_z2_ratio, s$reject_value, se(s$reject_value),
               s$reject_ratio, se(s$reject_ratio)))
 }
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+d <- summary[summary$prior == "default", ]
+register_headline("slope_scale",
+                  c(sprintf("mean z² of true-null slope effects, slope scale, %d animals per group", d$animals),
+                    sprintf("mean z² of true-null slope effects, log ratio, %d animals per group", d$animals)),
+                  sprintf("%.2f", c(d$mean_z2_value, d$mean_z2_ratio)), "mean z²",
+                  paste("Rscript benchmarks/slope_scale.R", datasets))

@@ -39,6 +39,7 @@ if (!mode %in% c("quick", "reduced", "full", "timing", "table", "collect")) {
   stop("usage: Rscript benchmarks/structure.R quick|reduced|full|timing [repeats]|table [reduced]|collect")
 }
 suppressPackageStartupMessages(library(wispack))
+source("benchmarks/headlines.R") # with_provenance(), register_headline()
 
 out_dir <- "benchmarks/out/structure"
 # The tables of `table` are those of `full`, or of the mode named after it.
@@ -211,13 +212,13 @@ run_one <- function(design_name, i, method_name) {
   close <- if (is.null(fit$structure.selection)) NA_integer_ else
     sum(fit$structure.selection$chosen & fit$structure.selection$margin < 2)
   result <- list(
-    curves = cbind(design = design_name, dataset = i, method = method_name, curves,
-                   stringsAsFactors = FALSE),
-    fit = data.frame(design = design_name, dataset = i, method = method_name, seed = seed,
-                     tokens = nrow(data), curves = nrow(curves),
-                     structure_seconds = fit$structure.seconds, wisp_seconds = seconds,
-                     converged = fit$fit.diagnostics$converged, close_choices = close,
-                     stringsAsFactors = FALSE)
+    curves = with_provenance(cbind(design = design_name, dataset = i, method = method_name, curves,
+                                   stringsAsFactors = FALSE), "serial"),
+    fit = with_provenance(data.frame(design = design_name, dataset = i, method = method_name, seed = seed,
+                                     tokens = nrow(data), curves = nrow(curves),
+                                     structure_seconds = fit$structure.seconds, wisp_seconds = seconds,
+                                     converged = fit$fit.diagnostics$converged, close_choices = close,
+                                     stringsAsFactors = FALSE), "serial")
   )
   dir.create(out_dir, recursive = TRUE, showWarnings = FALSE)
   saveRDS(result, file)
@@ -259,6 +260,12 @@ print_tables <- function(curves, fits) {
   s <- summary_rows(curves, fits)
   order <- order(match(s$design, names(designs)), match(s$method, names(methods)))
   s <- s[order, ]
+  one_of <- function(column) vapply(seq_len(nrow(s)), function(k) {
+    values <- fits[[column]][fits$design == s$design[k] & fits$method == s$method[k]]
+    if (is.null(values) || !length(values)) "unknown" else paste(sort(unique(values)), collapse = "+")
+  }, "")
+  s$commit <- one_of("commit")
+  s$engine <- one_of("engine")
   utils::write.csv(s, summary_csv, row.names = FALSE)
   cat("\n| design | method | data sets | exact degree | over | under | transitions found / true | clearly separated: exact | point error (bins, median) | structure step (s, median) |\n")
   cat("|---|---|---:|---|---:|---:|---|---|---:|---:|\n")
@@ -341,12 +348,24 @@ if (mode %in% c(run_modes, "collect")) {
     cat(sprintf("PARTIAL: %d of the %d fits of mode %s present\n", sum(keep), planned, mode))
   }
   results <- lapply(files[keep], readRDS)
-  curves <- do.call(rbind, lapply(results, `[[`, "curves"))
-  fits <- do.call(rbind, lapply(results, `[[`, "fit"))
+  known <- function(rows) if (is.null(rows$commit)) with_provenance(rows, "unknown", "unknown") else rows
+  curves <- do.call(rbind, lapply(results, function(r) known(r$curves)))
+  fits <- do.call(rbind, lapply(results, function(r) known(r$fit)))
   dir.create(csv_dir, recursive = TRUE, showWarnings = FALSE)
   utils::write.csv(curves, curves_csv, row.names = FALSE)
   utils::write.csv(fits, fits_csv, row.names = FALSE)
   print_tables(curves, fits)
+  if (mode == "full") {
+    # Headline figures for benchmarks/RESULTS.md, with the commits that fitted them.
+    one <- curves[curves$method == "likelihood", ]
+    register_headline("structure",
+                      c("curves with the exact degree, structure = \"likelihood\" (the default)",
+                        "over-detections, structure = \"likelihood\" (the default)"),
+                      c(sprintf("%d / %d", sum(one$found_degree == one$true_degree), nrow(one)),
+                        sprintf("%d", sum(one$found_degree > one$true_degree))),
+                      "curves", "R_LIBS=<library> nice Rscript benchmarks/structure.R full",
+                      commit = paste(sort(unique(fits$commit[fits$method == "likelihood"])), collapse = "+"))
+  }
 }
 
 if (mode == "table") {
@@ -376,7 +395,8 @@ if (mode == "timing") {
     }
   }
   rows <- do.call(rbind, rows)
-  utils::write.csv(rows, timing_csv, row.names = FALSE)
+  utils::write.csv(with_provenance(rows, ifelse(rows$max_fork > 1, "fork", "serial")), timing_csv,
+                   row.names = FALSE)
   cat("\n| max.fork | structure step (s), median (range) | wisp() (s), median (range) |\n|---:|---|---|\n")
   for (w in c(1L, 2L)) {
     one <- rows[rows$max_fork == w, ]

@@ -51,8 +51,9 @@ for (seed in seq_len(datasets)) {
 recovery <- do.call(rbind, recovery)
 
 dir.create("benchmarks/results", showWarnings = FALSE)
-utils::write.csv(timing, "benchmarks/results/wisp_fit_timing.csv", row.names = FALSE)
-utils::write.csv(recovery, "benchmarks/results/wisp_fit_recovery.csv", row.names = FALSE)
+source("benchmarks/headlines.R") # with_provenance(), register_headline()
+utils::write.csv(with_provenance(timing, "serial+fork"), "benchmarks/results/wisp_fit_timing.csv", row.names = FALSE)
+utils::write.csv(with_provenance(recovery, "fork"), "benchmarks/results/wisp_fit_recovery.csv", row.names = FALSE)
 
 range_text <- function(x) sprintf("%.2f (%.2f–%.2f)", stats::median(x), min(x), max(x))
 cat(sprintf("\n%d repeats; R %s; %s\n\n", repeats, getRversion(), format(Sys.time(), "%Y-%m-%d")))
@@ -72,3 +73,13 @@ for (i in seq_len(nrow(summary))) {
   cat(sprintf("| %s | %s | %d / %d (%.0f %%) | %d / %d |\n", s$method, s$grid_search, s$exact,
               s$curves, 100 * s$exact / s$curves, s$found_transitions, s$true_transitions))
 }
+
+# Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
+best <- summary[summary$method == "improved" & summary$grid_search == "AIC", ]
+register_headline("wisp_fit",
+                  c("wisp() without the grid search", "wisp() with the AIC grid search, max.fork = 2",
+                    "curves with the exact degree, improved detection with the AIC grid"),
+                  c(sprintf("%.2f", stats::median(timing$no_grid_seconds)),
+                    sprintf("%.2f", stats::median(timing$grid_seconds)),
+                    sprintf("%d / %d", best$exact, best$curves)),
+                  c("s", "s", "curves"), paste("Rscript benchmarks/wisp_fit.R", repeats, datasets))

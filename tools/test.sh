@@ -20,6 +20,12 @@ echo "== module import cycles"
 python3 "$repo/tools/check-module-cycles.py" --self-test && python3 "$repo/tools/check-module-cycles.py" || exit 1
 python3 "$repo/tools/check-architecture.py" --self-test && python3 "$repo/tools/check-architecture.py" || exit 1
 
+# benchmarks/RESULTS.md must be what tools/write-results.py writes from
+# benchmarks/headlines.csv, every page it links must exist, and every
+# results CSV must say its commit and engine (under a second).
+echo "== benchmark results page"
+python3 "$repo/tools/write-results.py" --check || exit 1
+
 echo "== cargo fmt, clippy and test"
 cd "$repo/src/rust"
 cargo fmt --check
