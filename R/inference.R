@@ -407,7 +407,9 @@ satterthwaite_df <- function(variance, within, between_df) {
 #'
 #' For the Wald and percentile methods, an unadjusted p-value is below alpha exactly when the
 #' unadjusted interval excludes 0. The adjustment's family is each gene: the
-#' tested effects (the treatment effects) of one gene in every context. For
+#' tested effects (the treatment effects) of one gene in every context
+#' (`method = "centred"` keeps the original's family, every tested effect of
+#' the fit). For
 #' "does this term change the gene?", with the false-discovery rate
 #' controlled across genes, use the gene-level tests of `anova(fit)`
 #' ([wisp_gene_tests()]).
