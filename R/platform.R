@@ -5,7 +5,8 @@
 #
 #                    Linux   macOS   Windows
 #   fork engine      yes     yes     no: bootstrap on "future" or "serial",
-#                                    grid search on threads
+#                                    grid search on threads, count fit in
+#                                    this process (or on "future")
 #   mclapply         yes     yes     no
 #   memory columns   yes     NA      NA
 #   memory limit     yes     no      no
@@ -14,6 +15,19 @@
 # workers), `memory_limit` (`child.memory.limit`) and `memory_figures` (the
 # diagnostics columns `peak_rss_mb`, `pss_mb`, `private_dirty_mb`).
 wisp_platform <- function() platform_rust()
+
+# The workers of a count fit: its genes, structure candidates and gene-level
+# tests run on the engine's forked processes. Without fork (Windows) the fit
+# runs them in this process, and says so when more were asked for; the
+# original's grid search takes threads there and keeps max.fork.
+count_fit_workers <- function(max.fork, likelihood, platform = wisp_platform()) {
+  if (likelihood != "nb" || max.fork <= 1 || platform$fork) return(max.fork)
+  message("wispack: this platform has no fork(), so the count fit runs its genes in this ",
+          "process (max.fork = ", max.fork, " does not apply to it); wisp(backend = ",
+          "\"future\") with future::plan(future::multisession, workers = ", max.fork,
+          ") fits the genes in parallel.")
+  1L
+}
 
 # bs_batch()'s backend when none is chosen: the fork engine where there is
 # fork; elsewhere (Windows) "future" when future.apply is installed, so the

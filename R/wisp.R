@@ -437,6 +437,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   plot.settings <- wisp_plot_settings(plot.settings)
   if (!is.null(ran.seed)) check_whole_number(ran.seed, "ran.seed", lower = -.Machine$integer.max)
   apart <- check_genes_apart(backend, checkpoint, chunk.size, resources, settings, call = call)
+  fit.workers <- count_fit_workers(max.fork, settings$likelihood)
   say <- function(...) if (verbose) message(...)
 
   started <- proc.time()[["elapsed"]]
@@ -458,7 +459,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
                                max.fork)
   on.exit(progress$finish(), add = TRUE)
   result <- with_memory_advice(if (settings$likelihood == "nb") {
-    wisp_count(prepared, settings, plot.settings, variables, call, max.fork, say,
+    wisp_count(prepared, settings, plot.settings, variables, call, fit.workers, say,
                degrees, progress$report, newton, apart)
   } else {
     wisp_original(prepared, settings, plot.settings, variables, call, max.fork, say,
@@ -477,7 +478,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
   } else if (!fit_only) {
     result <- wisp_statistics(result, method = "wald")
     warn_wald_small_design(result, call)
-    result$gene.tests <- default_gene_tests(result, max.fork, say, apart)
+    result$gene.tests <- default_gene_tests(result, fit.workers, say, apart)
   }
   print_wisp_plots(result)
   result

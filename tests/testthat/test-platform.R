@@ -114,3 +114,19 @@ test_that("the memory columns are reported where the platform has them", {
     expect_true(all(every$diagnostics[[column]] >= 0), label = column)
   }
 })
+
+test_that("without fork, a count fit with max.fork > 1 runs in this process and says so", {
+  reference <- small_fit()
+  local_platform(fork = FALSE)
+  # The core's worker processes need fork(): asked for 2, the fit takes 1,
+  # with a message naming the future backend, and is the same fit.
+  expect_message(
+    fit <- without_design_warning(
+      wisp(small_counts(), model.settings = list(LRO_cost = "none"), verbose = FALSE,
+           max.fork = 2)),
+    "no fork.*max.fork = 2.*backend = \"future\"")
+  expect_identical(fit$fitted.parameters, reference$fitted.parameters)
+  expect_identical(fit$gene.tests, reference$gene.tests)
+  expect_identical(wispack:::count_fit_workers(2, "original"), 2)
+  expect_silent(wispack:::count_fit_workers(1, "nb"))
+})
