@@ -52,6 +52,7 @@ test_that("bs_batch() accepts or refuses every odd argument with a classed error
 })
 
 test_that("wisp() accepts or refuses every odd argument and setting with a classed error", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   counts <- wisp_simulate(n.genes = 1, n.random = 2, n.bins = 20, cells.per.bin = 2, seed = 3)
   args <- list(count.data = counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
   expect_classed_or_accepted(wisp, args, c("bootstraps.num", "max.fork", "ran.seed", "fit_only",

@@ -180,6 +180,7 @@ test_that("the binned table sums each group's cells per bin, as a direct tally d
 })
 
 test_that("a sparse, dense, long, SingleCellExperiment or Seurat input gives the same table", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   cells <- panel_cells()
   m <- panel_matrix(cells)
   keep <- c("mouse", "genotype", "hemisphere", "region")
@@ -220,6 +221,7 @@ test_that("a sparse, dense, long, SingleCellExperiment or Seurat input gives the
 })
 
 test_that("wisp() gives the same fit for the binned table as for the tokens", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   cells <- panel_cells()
   m <- panel_matrix(cells)
   absent <- cells$cell_id[c(20, 40)] # in the metadata, not in the matrix: zero counts

@@ -205,6 +205,7 @@ test_that("bad arguments are refused", {
 })
 
 test_that("large simulated effects come out significant and zero effects mostly not", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   counts <- wisp_simulate(n.genes = 3, n.random = 3, n.bins = 50, seed = 1)
   truth <- attr(counts, "truth")$effects
   # 60 replicates cannot give a Holm-adjusted bootstrap p-value below 0.05
@@ -306,6 +307,7 @@ test_that("wisp(converged.resamples.only = FALSE) keeps every successful replica
 })
 
 test_that("wisp_statistics(boot =) warns when Holm can reject nothing, gives the band and prints the tests", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   counts <- wisp_simulate(n.genes = 1, n.bins = 30, seed = 3)
   fit <- without_design_warning(wisp(counts, model.settings = list(LRO_cost = "none"),
                                      verbose = FALSE))

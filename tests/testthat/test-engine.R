@@ -14,6 +14,7 @@ test_that("the result has the documented columns, one row per task in task order
 })
 
 test_that("checksums do not depend on workers, tasks per child or schedule", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   reference <- expect_no_trace(selftest(7, payload = 1000, seed = 11))$checksum
   for (schedule in c("rolling", "batch")) {
     for (workers in 1:2) {
@@ -47,6 +48,7 @@ test_that("a child runs at most tasks_per_child tasks", {
 })
 
 test_that("fed workers (tasks_per_child = NULL): the same checksums, one child per worker, PSS once per child", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   fresh <- expect_no_trace(selftest(30, workers = 2, payload = 10))
   fed <- expect_no_trace(selftest(30, workers = 2, payload = 10, tasks_per_child = NULL,
                                   memory_per_task = FALSE))
@@ -100,6 +102,7 @@ test_that("a hung task times out and the rest finish", {
 })
 
 test_that("large payloads come back without deadlock", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   workers <- min(8L, max_test_workers())
   result <- expect_no_trace(selftest(8, workers = workers, payload = 1e6))
   expect_true(all(result$ok))

@@ -7,6 +7,7 @@ nested_design <- function(animals = 3L) {
 }
 
 test_that("the terms of a design are each factor with its interactions, and each interaction", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   counts <- wisp_simulate(design = nested_design(), n.genes = 2, n.bins = 30, seed = 4)
   fit <- without_design_warning(wisp(counts, verbose = FALSE))
   terms <- wispack:::design_terms(fit)
@@ -18,6 +19,7 @@ test_that("the terms of a design are each factor with its interactions, and each
 })
 
 test_that("a gene's LR equals the likelihood ratio of two fits made without the holding code", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   # Genotype varies between animals only, so the data without the genotype
   # column are the same summed table: that fit is the reduced model written
   # as data. Its LR against the full fit must be anova()'s statistic, with
@@ -59,6 +61,7 @@ test_that("a gene's LR equals the likelihood ratio of two fits made without the 
 })
 
 test_that("p.adj is Benjamini-Hochberg across the genes of each term", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   counts <- wisp_simulate(design = nested_design(), n.genes = 5, n.bins = 30, seed = 8,
                           degrees = 1L, effect.prob = c(0, 0, 1, 0, 1))
   fit <- without_design_warning(wisp(counts, verbose = FALSE, max.fork = 2))
@@ -82,6 +85,7 @@ test_that("p.adj is Benjamini-Hochberg across the genes of each term", {
 })
 
 test_that("the gene-level effect sizes are the curves' contrasts, by hand", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   counts <- wisp_simulate(design = nested_design(), n.genes = 2, n.bins = 30, seed = 6,
                           degrees = 1L, effect.prob = 1)
   fit <- without_design_warning(wisp(counts, verbose = FALSE))
@@ -109,6 +113,7 @@ test_that("the gene-level effect sizes are the curves' contrasts, by hand", {
 })
 
 test_that("the bootstrap reference is per gene, never 0, and bad terms are named", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   counts <- wisp_simulate(design = nested_design(), n.genes = 2, n.bins = 30, seed = 2,
                           degrees = 1L, effect.prob = c(0, 1))
   fit <- without_design_warning(wisp(counts, verbose = FALSE))
@@ -124,6 +129,7 @@ test_that("the bootstrap reference is per gene, never 0, and bad terms are named
 })
 
 test_that("wisp() keeps the gene-level tests; print, summary and the genes plot show them", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   counts <- wisp_simulate(design = nested_design(), n.genes = 11, n.bins = 20, seed = 9,
                           degrees = 1L, effect.prob = c(rep(0, 8), 1, 1, 1))
   fit <- without_design_warning(wisp(counts, verbose = FALSE, max.fork = 2))
@@ -159,6 +165,7 @@ test_that("wisp() keeps the gene-level tests; print, summary and the genes plot 
 })
 
 test_that("chi-square tests of between-animal terms with few animals carry the benchmark's caution", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   counts <- wisp_simulate(design = nested_design(3L), n.genes = 1, n.bins = 20, seed = 1,
                           degrees = 1L)
   fit <- without_design_warning(wisp(counts, verbose = FALSE))

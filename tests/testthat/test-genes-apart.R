@@ -24,6 +24,7 @@ fit_checkpoint_genes <- function(path) {
 }
 
 test_that("a checkpointed fit, on one worker or two, is the fit of all genes at once", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   reference <- plain_apart_fit()
   for (workers in 1:2) {
     path <- tempfile(fileext = ".ckp")
@@ -42,6 +43,7 @@ test_that("a checkpointed fit, on one worker or two, is the fit of all genes at 
 })
 
 test_that("degrees fixed for some genes, statistics and binned input keep the identity", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   counts <- apart_counts()
   # gene2's only curve fixed: the panel still makes its second pass, and so
   # must gene2's task of its own (it alone would need none).
@@ -69,6 +71,7 @@ test_that("degrees fixed for some genes, statistics and binned input keep the id
 })
 
 test_that("a fit killed half-way and rerun with its checkpoint is the uninterrupted fit", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   reference <- plain_apart_fit()
   path <- tempfile(fileext = ".ckp")
   on.exit(unlink(path))
@@ -90,6 +93,7 @@ test_that("a fit killed half-way and rerun with its checkpoint is the uninterrup
 })
 
 test_that("a damaged checkpoint loses only its damaged genes; foreign files are refused", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   reference <- plain_apart_fit()
   path <- tempfile(fileext = ".ckp")
   on.exit(unlink(path))
@@ -135,6 +139,7 @@ test_that("backend = \"future\" gives the fork backend's fit, chunk by chunk", {
 })
 
 test_that("a future that dies stops the fit naming its genes; a rerun fits only those", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   skip_if_not_installed("future")
   reference <- plain_apart_fit()
   path <- tempfile(fileext = ".ckp")
@@ -172,6 +177,7 @@ test_that("what cannot be fitted gene by gene says so", {
 })
 
 test_that("the gene-level tests on futures are the fork backend's, and a dead future is a note", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   skip_if_not_installed("future")
   counts <- wisp_simulate(n.genes = 4, n.random = 3, n.bins = 40, seed = 21,
                           fixed.effects = list(genotype = c("WT", "KO")))

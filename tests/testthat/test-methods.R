@@ -114,6 +114,7 @@ percentile_p_value <- function(x) {
 }
 
 test_that("print.wisp shows the fit and whether it was bootstrapped", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   fit <- methods_fit_original()
   out <- capture.output(res <- print(fit))
   expect_identical(res, fit)

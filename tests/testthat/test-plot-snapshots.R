@@ -6,6 +6,7 @@ skip_if_not_installed("vdiffr")
 skip_on_cran()
 
 test_that("the rate-count plot looks as before", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   vdiffr::expect_doppelganger("ratecount", plot(plots_fit()))
   vdiffr::expect_doppelganger("ratecount with settings", plot(
     plots_fit_time(), dim.bounds = c(L2 = 8, L4 = 15, L5 = 22), splitting_factor = "hemisphere",

@@ -74,6 +74,7 @@ test_that("the rate-count plot has counts, sample curves, population curves and 
 })
 
 test_that("the rate-count curves are drawn on a grid finer than the bins", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   fit <- plots_fit_example()
   p <- plot(fit, species = "gene2")
   built <- ggplot2::ggplot_build(p)
@@ -713,6 +714,7 @@ test_that("y.lim sets the limits of the y axis", {
 })
 
 test_that("print.plots prints the standard figures at the end of wisp(), and only when asked", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   expect_false(wispack:::wisp_default_plot_settings()$print.plots) # not interactive here
   # Pages drawn on an uncompressed PDF device while `expr` runs.
   count_pages <- function(expr) {

@@ -91,6 +91,7 @@ record_wisp <- function(...) {
 }
 
 test_that("wisp() reports each structure of the grid search and each gene as it is fitted", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   local_progressr()
   skip_if_not(wispack:::test_hooks_enabled(), "needs a build with the test hooks")
   # Structure 2 of the grid search and gene 2 of the fit each take 0.6 s

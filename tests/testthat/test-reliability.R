@@ -167,6 +167,7 @@ warnings_of <- function(code) {
 }
 
 test_that("unusual but valid inputs fit, with documented warnings where they are suspect", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   base <- small_counts()
   for (likelihood in c("nb", "original")) {
     W <- function(data) {

@@ -111,6 +111,7 @@ classes_of_bootstrap <- function(fit, plan) {
 }
 
 test_that("every flipped byte and every cut of a saved plan is a corrupt-fit error", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   for (fit in list(small_fit(), small_fit_original())) {
     plan <- fit$plan
     set.seed(20)
@@ -135,6 +136,7 @@ test_that("every flipped byte and every cut of a saved plan is a corrupt-fit err
 })
 
 test_that("damaged payloads behind a valid checksum are classed errors or valid plans", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   skip_without_test_hooks()
   header <- 8 + 16 # magic, length and checksum
   for (fit in list(small_fit(), small_fit_original())) {

@@ -255,6 +255,7 @@ test_that("a single animal has no random effects and SDs of 0", {
 })
 
 test_that("the truth is valid: ordered, spaced points, slopes in range, positive rates", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   for (seed in 1:8) {
     bins <- 40
     counts <- wisp_simulate(design = nested_design(2), n.genes = 3, n.bins = bins,
@@ -425,6 +426,7 @@ test_that("the simulator refuses bad arguments", {
 # With wisp() ---------------------------------------------------------------------------------
 
 test_that("wisp() fits simulated data, crossed and nested", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   fit <- wisp(wisp_simulate(), verbose = FALSE)
   expect_s3_class(fit, "wisp")
   expect_true(fit$fit.diagnostics$converged)

@@ -20,6 +20,7 @@ separated_fit <- once(function() {
 })
 
 test_that("curves with 0, 1, 2 and 3 clearly separated transitions are recovered with k", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   counts <- separated_counts()
   truth <- attr(counts, "truth")
   fit <- separated_fit()
@@ -60,6 +61,7 @@ test_that("the structure is the same for any worker count", {
 })
 
 test_that("degrees fixed by the user are respected, the rest is chosen", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   counts <- separated_counts()
   truth <- attr(counts, "truth")
   genes <- colnames(truth$degrees)
