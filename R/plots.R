@@ -275,11 +275,26 @@ page_note <- function(pages) {
 }
 
 # A subtitle from its pieces, wrapped to fit a 7-inch-wide figure.
-plot_subtitle <- function(...) {
+plot_subtitle <- function(..., width = 80) {
   pieces <- unlist(list(...))
   pieces <- pieces[nzchar(pieces)]
   if (!length(pieces)) return(NULL)
-  paste(strwrap(paste(pieces, collapse = "; "), width = 95), collapse = "\n")
+  # Lines break between the pieces ("dotted: change points" stays whole),
+  # and only a piece longer than a line is broken inside.
+  lines <- character()
+  line <- ""
+  for (piece in pieces) {
+    joined <- if (nzchar(line)) paste0(line, "; ", piece) else piece
+    if (nchar(joined) <= width) {
+      line <- joined
+      next
+    }
+    if (nzchar(line)) lines <- c(lines, paste0(line, ";"))
+    wrapped <- strwrap(piece, width = width)
+    lines <- c(lines, utils::head(wrapped, -1L))
+    line <- wrapped[length(wrapped)]
+  }
+  paste(c(lines, line), collapse = "\n")
 }
 
 # The panel label of a gene in a context: the gene, and the context when
@@ -462,7 +477,8 @@ plot.wisp_bootstrap <- function(x, type = c("replicates", "codes"), ...) {
     return(
       ggplot2::ggplot(codes, ggplot2::aes(x = .data$code, fill = .data$code)) +
         ggplot2::geom_bar(show.legend = FALSE) +
-        ggplot2::theme_bw() +
+        ggplot2::scale_fill_manual(values = code_colours(levels(codes$code))) +
+        bootstrap_theme() +
         ggplot2::labs(x = "convergence code", y = "replicates",
                       title = sprintf("Bootstrap convergence (%d replicates)", as.integer(x$R)))
     )
@@ -475,11 +491,38 @@ plot.wisp_bootstrap <- function(x, type = c("replicates", "codes"), ...) {
   }))
   long <- long[!is.na(long$value), , drop = FALSE]
   long$metric <- factor(long$metric, levels = unname(metrics))
+  # Long-lived workers measure PSS and private dirty memory once, after
+  # their last replicate: say so, or a panel of a few points looks broken.
+  measured <- vapply(names(metrics), function(m) sum(!is.na(d[[m]])), integer(1))
+  sparse <- metrics[measured > 0 & measured < nrow(d)]
+  codes <- unique(c(sort(unique(code[code != "failed"])), if (any(code == "failed")) "failed"))
+  long$code <- factor(long$code, levels = codes)
   ggplot2::ggplot(long, ggplot2::aes(x = .data$replicate, y = .data$value, colour = .data$code)) +
     ggplot2::geom_point(size = 1.5) +
+    ggplot2::scale_colour_manual(values = code_colours(codes)) +
     ggplot2::facet_wrap(ggplot2::vars(.data$metric), scales = "free_y", ncol = 1) +
-    ggplot2::theme_bw() +
-    ggplot2::labs(x = "replicate", y = NULL, colour = "code",
+    bootstrap_theme() +
+    ggplot2::labs(x = "replicate", y = NULL, colour = "convergence",
                   title = sprintf("Bootstrap replicates: time and memory (%d replicates)",
-                                  as.integer(x$R)))
+                                  as.integer(x$R)),
+                  subtitle = if (length(sparse)) {
+                    plot_subtitle(paste0(paste(sub(" (MB)", "", sparse, fixed = TRUE), collapse = " and "),
+                                         ": measured once per worker, after its last replicate"))
+                  })
+}
+
+# Convergence codes in the package's palette, "failed" always in black.
+code_colours <- function(codes) {
+  colours <- stats::setNames(plot_palette(length(codes)), codes)
+  colours[codes == "failed"] <- "#000000"
+  colours
+}
+
+bootstrap_theme <- function() {
+  ggplot2::theme_bw(base_size = 10) +
+    ggplot2::theme(plot.title = ggplot2::element_text(size = 14, face = "bold"),
+                   plot.title.position = "plot",
+                   plot.subtitle = ggplot2::element_text(size = 9, colour = "grey25"),
+                   strip.background = ggplot2::element_rect(fill = "grey95"),
+                   panel.grid.minor = ggplot2::element_blank())
 }

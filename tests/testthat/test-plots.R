@@ -512,6 +512,20 @@ test_that("the residual plot is the normal QQ plot of wisp_residuals(), with axi
   }
 })
 
+test_that("subtitles break between their pieces, each line at most 80 characters", {
+  expect_identical(
+    wispack:::plot_subtitle("solid: population curve", "dashed: animals' curves",
+                            "points: animals' counts", "dotted: change points"),
+    "solid: population curve; dashed: animals' curves; points: animals' counts;\ndotted: change points")
+  expect_identical(wispack:::plot_subtitle("a", "", "b"), "a; b")
+  expect_null(wispack:::plot_subtitle("", NULL))
+  long <- wispack:::plot_subtitle("short", strrep("word ", 30), "tail")
+  lines <- strsplit(long, "\n", fixed = TRUE)[[1]]
+  expect_identical(lines[1], "short;")
+  expect_true(all(nchar(lines) <= 80))
+  expect_identical(gsub("[;\n ]", "", long), gsub(" ", "", paste0("short", strrep("word", 30), "tail")))
+})
+
 test_that("the bootstrap plot shows time and memory per replicate and convergence codes", {
   boot <- plots_booted()$bootstrap
   p <- plot(boot)
@@ -522,7 +536,19 @@ test_that("the bootstrap plot shows time and memory per replicate and convergenc
   seconds <- p$data[p$data$metric == "seconds", ]
   expect_equal(seconds$value, boot$diagnostics$seconds)
   expect_identical(seconds$replicate, seq_len(boot$R))
-  expect_identical(seconds$code, boot$diagnostics$code)
+  expect_identical(as.character(seconds$code), boot$diagnostics$code)
+  # Converged replicates in the package's first colour, not ggplot's pink.
+  built <- ggplot2::ggplot_build(p)$data[[1]]
+  expect_identical(unique(built$colour), "#0072B2")
+  # Metrics measured for only some replicates (once per worker) say so.
+  sparse <- boot
+  sparse$diagnostics$pss_mb <- c(rep(NA, sparse$R - 1L), 60)
+  sparse$diagnostics$private_dirty_mb <- c(rep(NA, sparse$R - 1L), 3)
+  expect_identical(plot(sparse)$labels$subtitle,
+                   "PSS and private dirty: measured once per worker, after its last replicate")
+  every <- boot
+  every$diagnostics$pss_mb <- every$diagnostics$private_dirty_mb <- seq_len(every$R)
+  expect_null(plot(every)$labels$subtitle)
 
   p <- plot(boot, type = "codes")
   expect_builds(p)
@@ -533,7 +559,12 @@ test_that("the bootstrap plot shows time and memory per replicate and convergenc
   boot$diagnostics$peak_rss_mb[3] <- NA
   p <- plot(boot, type = "codes")
   expect_identical(as.character(p$data$code[3]), "failed")
-  expect_builds(plot(boot))
+  # A failed replicate is black in both figures; no other code is.
+  bars <- ggplot2::ggplot_build(p)$data[[1]]
+  expect_identical(sort(bars$fill), sort(c("#000000", "#0072B2")))
+  points <- ggplot2::ggplot_build(plot(boot))$data[[1]]
+  expect_identical(unique(points$colour[points$x == 3]), "#000000")
+  expect_false("#000000" %in% points$colour[points$x != 3])
 })
 
 # ---------------------------------------------------------------------------
