@@ -19,7 +19,9 @@
 #   parametric bootstrap's percentile intervals (effects.csv);
 # - the gene-level tests (gene_tests.csv) and residual diagnostics;
 # - figures at paper width: ratecount.png, effects.png, genes.png,
-#   residuals_qq.png.
+#   residuals_qq.png;
+# - copies of the tables and of two figures for vignette("real-data")
+#   (vignettes/real-data/).
 
 args <- commandArgs(trailingOnly = TRUE)
 bootstraps <- if (length(args)) as.integer(args[1]) else 200L
@@ -139,8 +141,10 @@ save_png <- function(plot, file, width = 180, height = 120) {
   ggplot2::ggsave(file.path(out, file), plot, width = width, height = height, units = "mm",
                   dpi = 150)
 }
-save_png(plot(fit, type = "ratecount"), "ratecount.png", height = 150)
-save_png(plot(fit, type = "effects"), "effects.png", height = 150)
+ratecount_figure <- plot(fit, type = "ratecount")
+effects_figure <- plot(fit, type = "effects")
+save_png(ratecount_figure, "ratecount.png", height = 150)
+save_png(effects_figure, "effects.png", height = 150)
 save_png(plot(fit, type = "genes"), "genes.png", width = 120, height = 90)
 save_png(plot(checked), "residuals_qq.png", width = 120, height = 100)
 
@@ -154,6 +158,24 @@ summary_row <- data.frame(commit = commit, tokens = nrow(tokens), binned_rows = 
 summary_row$engine <- "nb"
 utils::write.csv(summary_row, file.path(out, "summary.csv"), row.names = FALSE)
 print(summary_row, row.names = FALSE)
+
+# vignette("real-data") shows these results: the tables and two figures,
+# palette-compressed where pngquant exists (the source tarball's 5 MB).
+article <- file.path("vignettes", "real-data")
+dir.create(article, showWarnings = FALSE)
+for (file in c("summary.csv", "peaks.csv", "gene_tests.csv", "effects.csv")) {
+  file.copy(file.path(out, file), file.path(article, file), overwrite = TRUE)
+}
+# At screen resolution (about 700 pixels wide): the article embeds them.
+figures <- list(ratecount.png = ratecount_figure, effects.png = effects_figure)
+for (file in names(figures)) {
+  target <- file.path(article, file)
+  ggplot2::ggsave(target, figures[[file]], width = 180, height = 150, units = "mm", dpi = 96)
+  if (nzchar(Sys.which("pngquant"))) {
+    system2("pngquant", c("--force", "--skip-if-larger", "--speed=1", "--quality=70-95",
+                          "--output", shQuote(target), shQuote(target)))
+  }
+}
 
 # Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
 register_headline("real_data",
