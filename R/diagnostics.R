@@ -330,12 +330,11 @@ plot.wisp_residuals <- function(x, type = c("qq", "bins", "dispersion"), ...) {
 }
 
 # Okabe-Ito colours (colour-blind safe), without black.
-okabe_ito <- c("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9",
-               "#F0E442", "#999999")
-
+# The palette is plot_palette() of plots.R, shared by every figure.
 diagnostic_theme <- function() {
   ggplot2::theme_bw(base_size = 11) +
     ggplot2::theme(strip.background = ggplot2::element_rect(fill = "grey95"),
+                   plot.title = ggplot2::element_text(face = "bold"),
                    plot.title.position = "plot", legend.position = "bottom")
 }
 
@@ -384,7 +383,7 @@ residual_qq_plot <- function(x) {
     ggplot2::geom_ribbon(ggplot2::aes(ymin = .data$lower, ymax = .data$upper),
                          fill = "grey80") +
     ggplot2::geom_abline(intercept = 0, slope = 1, colour = "grey20", linetype = "dashed") +
-    ggplot2::geom_point(ggplot2::aes(y = .data$sample), colour = okabe_ito[1], size = 0.9,
+    ggplot2::geom_point(ggplot2::aes(y = .data$sample), colour = plot_palette(1), size = 0.9,
                         alpha = 0.7) +
     ggplot2::facet_wrap(ggplot2::vars(.data$gene), ncol = facet_columns(length(genes))) +
     ggplot2::labs(x = "standard normal quantile", y = ylab, title = "Normal QQ plot of residuals",
@@ -404,7 +403,7 @@ residual_bin_plot <- function(x) {
   band <- means[!duplicated(band_key), c("gene", "context", "bin")]
   band$half <- 1.96 / sqrt(as.vector(tapply(means$n, band_key, max)[as.character(
     band_key[!duplicated(band_key)])]))
-  colours <- rep_len(okabe_ito, length(treatments))
+  colours <- plot_palette(length(treatments))
   # One panel per gene (and context, when there are several), wrapped so
   # that the layout grows with the genes.
   panel_of <- function(d) {
@@ -470,7 +469,7 @@ residual_dispersion_plot <- function(x, call) {
     ggplot2::geom_point(ggplot2::aes(colour = .data$context), size = 2) +
     ggplot2::geom_line(ggplot2::aes(colour = .data$context)) +
     ggplot2::scale_x_log10() + ggplot2::scale_y_log10() +
-    ggplot2::scale_colour_manual(values = rep_len(okabe_ito, length(contexts)),
+    ggplot2::scale_colour_manual(values = plot_palette(length(contexts)),
                                  guide = if (length(contexts) > 1) "legend" else "none") +
     ggplot2::facet_wrap(ggplot2::vars(.data$gene), ncol = facet_columns(length(genes))) +
     ggplot2::labs(x = "model variance of the count (group mean)",
