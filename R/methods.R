@@ -253,8 +253,9 @@ print.wisp <- function(x, ...) {
 #' @return An object of class `"summary.wisp"`: a list with `call`,
 #'   `coefficients` (a data.frame, one row per fixed-effect parameter:
 #'   `parameter, role, context, gene, component, term, effect, block,
-#'   treatment, estimate` (the labels of [as.data.frame.wisp()]; `component`
-#'   readable, "block rate" for the original's `Rt`) and, when the fit has statistics, `std.error, df, CI.low,
+#'   treatment, species, estimate` (the labels of [as.data.frame.wisp()];
+#'   `component` readable, "block rate" for the original's `Rt`; `species`
+#'   the same as `gene`, kept for scripts of 0.1.0) and, when the fit has statistics, `std.error, df, CI.low,
 #'   CI.high, p.value, p.value.adj, significance`), `bootstrapped` (whether
 #'   the fit carries bootstrap replicates), `tested` (whether it has
 #'   statistics), `method` (`"wald"`, `"percentile"` or `"centred"`),
@@ -298,6 +299,7 @@ summary.wisp <- function(object, level = NULL, ...) {
                       context = labels$context, gene = labels$gene,
                       component = labels$component, term = labels$term, effect = labels$effect,
                       block = labels$block, treatment = p$treatment[fixed],
+                      species = p$species[fixed],
                       estimate = unname(object$fitted.parameters[p$name[fixed]]),
                       stringsAsFactors = FALSE, row.names = NULL)
   tested <- wisp_has_statistics(object)
