@@ -362,18 +362,17 @@ gene_qc_table <- function(model) {
 # The count likelihood's fit, with progress messages.
 wisp_count <- function(prepared, settings, plot.settings, variables, call, workers, say,
                        degrees, progress = NULL, control = list(), apart = NULL) {
-  t0 <- proc.time()[["elapsed"]]
   bins <- if (settings$max_bin > 0) settings$max_bin else NULL
   fitted <- count_fit(prepared, settings, workers, degrees, bins, progress, control, apart,
                       call)
   result <- wisp_count_result(fitted, settings, plot.settings, variables, call)
   groups <- result$grouping.variables
   say(sprintf("Data: %s, %s, %s, %s, %s.",
-              if (is.null(prepared$exposure)) count_noun(nrow(prepared$tokens), "token") else
+              if (is.null(prepared$exposure)) count_noun(nrow(prepared$tokens), "cell x gene row") else
                 count_noun(nrow(prepared$tokens), "binned row"),
               count_noun(length(groups$context.lvls), "context"),
               count_noun(length(groups$species.lvls), "gene"),
-              count_noun(sum(groups$ran.lvls != "none"), "random level"),
+              animal_count_text(sum(groups$ran.lvls != "none"), variables),
               count_noun(length(result$treatment$names), "treatment")))
   say(sprintf("Exposure: %s (%s).", result$exposure$rule, result$exposure$reason))
   if (!is.null(fitted$grid)) {
@@ -390,12 +389,11 @@ wisp_count <- function(prepared, settings, plot.settings, variables, call, worke
                 if (nrow(close)) sprintf("; %s close (see summary())", count_noun(nrow(close), "choice")) else ""))
   }
   diagnostics <- result$fit.diagnostics
-  say(sprintf("Fitted %s (%s, %s): %s after %s (%.1f s).",
+  say(sprintf("Fitted %s (%s, %s): %s.",
               count_noun(length(groups$species.lvls), "gene"),
               count_noun(sum(result$degrees), "transition"),
-              count_noun(diagnostics$n.params, "parameter"), diagnostics$code,
-              count_noun(diagnostics$iterations, "Newton iteration"),
-              proc.time()[["elapsed"]] - t0))
+              count_noun(diagnostics$n.params, "parameter"),
+              fit_course_text(diagnostics, "nb")))
   qc <- result$gene.qc
   failed <- if (is.null(qc)) logical() else !gene_fitted(qc)
   if (any(failed)) {
@@ -411,6 +409,6 @@ wisp_count <- function(prepared, settings, plot.settings, variables, call, worke
   if (!diagnostics$converged && (is.null(qc) || any(!qc$converged & !failed))) {
     warning("the fit did not converge (", diagnostics$code, ").", call. = FALSE)
   }
-  if (diagnostics$on.bound > 0) say(on_bound_message(diagnostics$on.bound, prepared$tokens))
+  if (diagnostics$on.bound > 0) say(on_bound_text(result))
   result
 }

@@ -380,6 +380,27 @@ print.wisp_gene_tests <- function(x, digits = 3, n = 20L, ...) {
   invisible(x)
 }
 
+#' Gene-level tests as a plain table
+#'
+#' @param x A `"wisp_gene_tests"` table from [wisp_gene_tests()] (or
+#'   `fit$gene.tests`).
+#' @param row.names,optional,... Ignored (for the generic).
+#' @return A data.frame, one row per gene and term, with the columns of
+#'   [wisp_gene_tests()] (`gene`, `term`, `df`, `statistic`, `p.value`,
+#'   `method`, `p.adj`, `log.fc`, `shift`, `converged`, `note`) and none of
+#'   its attributes.
+#' @export
+#' @examples
+#' counts <- wisp_simulate(n.genes = 2, n.bins = 30, seed = 3)
+#' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
+#' as.data.frame(fit$gene.tests)
+as.data.frame.wisp_gene_tests <- function(x, row.names = NULL, optional = FALSE, ...) {
+  out <- as.data.frame(unclass(x), stringsAsFactors = FALSE)
+  for (a in c("method", "bootstraps", "caution")) attr(out, a) <- NULL
+  rownames(out) <- NULL
+  out
+}
+
 # plot(fit, type = "genes"): one tile per gene (rows, ordered by their
 # smallest adjusted p-value) and term (columns), filled by the gene-level
 # log fold change on a diverging scale symmetric about 0, with a dot where

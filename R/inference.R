@@ -423,7 +423,15 @@ satterthwaite_df <- function(variance, within, between_df) {
 #' @param boot A `"wisp_bootstrap"` from [bs_batch()] to attach (added to
 #'   the replicates the fit has; a replicate number run twice with the same
 #'   seed is an error).
-#' @return `fit` with `stats` (and `bootstrap`) updated.
+#' @return `fit` with `stats` (and `bootstrap`) updated. `stats$parameters`
+#'   has one row per fixed effect (baseline parameters and treatment
+#'   effects): `parameter` (the original's name), its labels `context,
+#'   gene, component, term, effect, block` (as in [as.data.frame.wisp()]:
+#'   `component` is `"block rate"`, `"transition slope"` or `"transition
+#'   point"`; `term` `"baseline"` or the design term, such as
+#'   `"hemisphere:age"`; `effect` `"baseline"` or the treatment, such as
+#'   `"right:P18"`), then `estimate, std.error, df, CI.low, CI.high,
+#'   p.value, p.value.adj, significance`.
 #' @export
 #' @examples
 #' counts <- wisp_simulate(n.genes = 2, n.bins = 30, seed = 3)
@@ -512,8 +520,11 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
     p_adjusted[members] <- stats::p.adjust(p_value[members], method = adjustment)
   }
   family_size <- if (any(has_p)) max(table(family[has_p])) else 0L
+  labels <- parameter_labels(fit)
   table <- data.frame(
-    parameter = p$name, estimate = estimates, std.error = unname(se), df = df,
+    parameter = p$name, context = labels$context, gene = labels$gene,
+    component = labels$component, term = labels$term, effect = labels$effect,
+    block = labels$block, estimate = estimates, std.error = unname(se), df = df,
     CI.low = lower, CI.high = upper, p.value = p_value, p.value.adj = p_adjusted,
     significance = significance_marks(p_adjusted, alpha),
     stringsAsFactors = FALSE, row.names = NULL

@@ -95,7 +95,9 @@ unknown_parameter_error <- function(unknown, names, call) {
              paste0("'", shown, "'", collapse = ", "),
              if (length(close)) " (names containing or close to it)" else "",
              "; ", length(names), " in all: see names(coef(fit)), and match them with e.g. ",
-             "grep(\"", unknown[1], "\", names(coef(fit)), value = TRUE), or pass numbers.",
+             "grep(\"", unknown[1], "\", names(coef(fit)), value = TRUE), pass numbers, or ",
+             "choose by what they belong to: confint(fit, gene = , component = , term = , ",
+             "block = ), with the labels of as.data.frame(fit).",
              call = call)
 }
 
@@ -116,19 +118,9 @@ wide_table_hint <- function(count.data) {
          "and a data.frame of the cells' ids, positions and metadata.")
 }
 
-# "6 estimates on a bound (...)": the genes without a single count, whose
-# rates are at their bound of 0, by name.
-on_bound_message <- function(on_bound, tokens) {
-  totals <- tapply(tokens$count, tokens$species, sum)
-  empty <- names(totals)[!is.na(totals) & totals == 0]
-  text <- sprintf("%s on a bound (a rate of 0, a step-like transition, or a Poisson dispersion)",
-                  count_noun(on_bound, "estimate"))
-  if (length(empty)) {
-    text <- paste0(text, sprintf("; gene%s %s %s no counts, so %s rates are 0", if (length(empty) > 1) "s" else "",
-                                 paste0("'", utils::head(empty, 5), "'", collapse = ", "),
-                                 if (length(empty) > 1) "have" else "has",
-                                 if (length(empty) > 1) "their" else "its"),
-                   if (length(empty) > 5) sprintf(" (and %d more genes)", length(empty) - 5) else "")
-  }
-  paste0(text, ": see fit.diagnostics.")
+# "3 animals (column 'mouse')": the random-effect levels, named by the
+# user's column (the `ran` role of `variables`).
+animal_count_text <- function(n, variables) {
+  column <- if (is.character(variables$ran) && length(variables$ran) == 1L) variables$ran else "ran"
+  sprintf("%s (column '%s')", count_noun(n, "animal"), column)
 }

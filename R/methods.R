@@ -180,11 +180,11 @@ print.wisp <- function(x, ...) {
   d <- x$count.data.summed
   g <- x$grouping.variables
   real_ran <- setdiff(g$ran.lvls, "none")
-  cat(sprintf("Data: %d summed rows (%d observed); %d context%s, %d gene%s, %d random level%s, %d treatment%s, %d bins\n",
+  cat(sprintf("Data: %d summed rows (%d observed); %d context%s, %d gene%s, %s, %d treatment%s, %d bins\n",
               nrow(d), sum(!is.na(d$count)),
               length(g$context.lvls), if (length(g$context.lvls) != 1) "s" else "",
               length(g$species.lvls), if (length(g$species.lvls) != 1) "s" else "",
-              length(real_ran), if (length(real_ran) != 1) "s" else "",
+              animal_count_text(length(real_ran), x$variables),
               length(x$treatment$names), if (length(x$treatment$names) != 1) "s" else "",
               if (nrow(d)) max(d$bin) else 0L))
   if (length(x$fix$names)) cat("Fixed effects: ", fixed_effect_list(lengths(x$fix$lvls)), "\n", sep = "")
@@ -197,10 +197,11 @@ print.wisp <- function(x, ...) {
         sprintf(" (%d in all)\n", sum(degrees)), sep = "")
   }
   f <- x$fit.diagnostics
-  cat(sprintf("Fit: %s after %d evaluations (%s); %s; -log-likelihood %.2f\n",
-              f$code, as.integer(f$num.evals), format_seconds(f$seconds),
-              count_noun(as.integer(f$n.params), "parameter"),
-              f$neg.loglik))
+  cat(strwrap(sprintf("Fit: %s; %s; -log-likelihood %.2f", fit_course_text(f, fit_likelihood(x)),
+                      count_noun(as.integer(f$n.params), "parameter"), f$neg.loglik),
+              exdent = 2), sep = "\n")
+  bound <- on_bound_text(x)
+  if (!is.null(bound)) cat(strwrap(bound, exdent = 2), sep = "\n")
   significant <- function(s) sum(s$parameters$significance %in% c("*", "**", "***"))
   if (inherits(x$bootstrap, "wisp_bootstrap")) {
     b <- x$bootstrap
@@ -251,8 +252,10 @@ print.wisp <- function(x, ...) {
 #' @param ... Nothing: an argument `summary()` does not take is an error.
 #' @return An object of class `"summary.wisp"`: a list with `call`,
 #'   `coefficients` (a data.frame, one row per fixed-effect parameter:
-#'   `parameter, role, component, context, species, block, treatment,
-#'   estimate` and, when the fit has statistics, `std.error, df, CI.low,
+#'   `parameter, role, context, gene, component, term, effect, block,
+#'   treatment, species, estimate` (the labels of [as.data.frame.wisp()];
+#'   `component` readable, "block rate" for the original's `Rt`; `species`
+#'   the same as `gene`, kept for scripts of 0.1.0) and, when the fit has statistics, `std.error, df, CI.low,
 #'   CI.high, p.value, p.value.adj, significance`), `bootstrapped` (whether
 #'   the fit carries bootstrap replicates), `tested` (whether it has
 #'   statistics), `method` (`"wald"`, `"percentile"` or `"centred"`),
@@ -269,7 +272,8 @@ print.wisp <- function(x, ...) {
 #'   with fewer than 5 animals in some group (where they were
 #'   anti-conservative in the calibration benchmark; see [wisp()]), the
 #'   number of animals in the smallest group, printed as a caution, and
-#'   `provenance` (the fit's record of the wispack that made it, `NULL` for
+#'   `on.bound` (`NULL`, or the estimates on a bound by gene and name, as
+#'   printed), and `provenance` (the fit's record of the wispack that made it, `NULL` for
 #'   fits saved before it was recorded), printed as the last line,
 #'   "Made with wispack 0.1.0 (commit abc1234)".
 #' @seealso [coef.wisp()], [confint.wisp()]
@@ -290,10 +294,12 @@ summary.wisp <- function(object, level = NULL, ...) {
   object <- statistics_at(object, level)
   p <- object$parameters
   fixed <- p$role %in% c("baseline", "beta")
+  labels <- parameter_labels(object)[fixed, , drop = FALSE]
   table <- data.frame(parameter = p$name[fixed], role = p$role[fixed],
-                      component = p$component[fixed], context = p$context[fixed],
-                      species = p$species[fixed], block = p$block[fixed],
-                      treatment = p$treatment[fixed],
+                      context = labels$context, gene = labels$gene,
+                      component = labels$component, term = labels$term, effect = labels$effect,
+                      block = labels$block, treatment = p$treatment[fixed],
+                      species = p$species[fixed],
                       estimate = unname(object$fitted.parameters[p$name[fixed]]),
                       stringsAsFactors = FALSE, row.names = NULL)
   tested <- wisp_has_statistics(object)
@@ -319,6 +325,7 @@ summary.wisp <- function(object, level = NULL, ...) {
     held.effects = object$held.effects,
     gene.tests = object$gene.tests,
     gene.qc = object$gene.qc,
+    on.bound = on_bound_text(object),
     genes = length(object$grouping.variables$species.lvls),
     small.design = if (tested) wald_small_design(object) else NULL,
     provenance = object$provenance
@@ -337,19 +344,14 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
   if (!is.null(x$call)) cat("Call: ", paste(deparse(x$call, width.cutoff = 70L), collapse = "\n      "),
                             "\n", sep = "")
   f <- x$fit.diagnostics
-  status <- if (isTRUE(f$converged)) "converged" else "NOT converged"
-  if (!identical(f$code, status)) status <- sprintf("%s (%s)", status, f$code)
+  wrapped <- function(text) cat(strwrap(text, exdent = 2), sep = "\n")
   if (identical(x$likelihood, "nb")) {
-    wrapped <- function(text) cat(strwrap(text, exdent = 2), sep = "\n")
     cat("\n")
-    wrapped(sprintf("Fit (count likelihood): %s after %s in %s; largest scaled gradient %.2g",
-                    status, count_noun(as.integer(f$iterations), "Newton iteration"),
-                    format_seconds(f$seconds), f$max.gradient))
-    wrapped(sprintf("log-likelihood %.2f (df = %d, nobs = %d)%s", as.numeric(x$logLik),
-                    as.integer(attr(x$logLik, "df")), as.integer(x$nobs),
-                    if (isTRUE(f$on.bound > 0)) {
-                      paste0("; ", count_noun(as.integer(f$on.bound), "estimate"), " on a bound")
-                    } else ""))
+    wrapped(sprintf("Fit (count likelihood): %s; largest scaled gradient %.2g",
+                    fit_course_text(f, "nb"), f$max.gradient))
+    wrapped(sprintf("log-likelihood %.2f (df = %d, nobs = %d)", as.numeric(x$logLik),
+                    as.integer(attr(x$logLik, "df")), as.integer(x$nobs)))
+    if (!is.null(x$on.bound)) wrapped(x$on.bound)
     if (!is.null(x$random.sd) && length(x$random.sd)) {
       sd <- apply(x$random.sd, 2, function(v) {
         paste(unique(formatC(range(v), digits = 2, format = "g")), collapse = "-")
@@ -362,8 +364,8 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
                      paste(x$held.effects, collapse = ", ")))
     }
   } else {
-    cat(sprintf("\nFit: %s after %d evaluations in %s\n", status,
-                as.integer(f$num.evals), format_seconds(f$seconds)))
+    cat("\n")
+    wrapped(sprintf("Fit (the original's objective): %s", fit_course_text(f, "original")))
     cat(sprintf("log-likelihood %.2f (df = %d, nobs = %d); penalised -log-likelihood %.2f\n",
                 as.numeric(x$logLik), as.integer(f$n.params), as.integer(x$nobs), f$pen.neg.value))
   }
@@ -379,8 +381,8 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
   number <- function(v, blank = "NA") {
     ifelse(is.na(v), blank, formatC(v, digits = digits, format = "fg"))
   }
-  shown <- data.frame(component = tab$component, context = tab$context, species = tab$species,
-                      block = tab$block, treatment = tab$treatment,
+  shown <- data.frame(context = tab$context, gene = tab$gene, component = tab$component,
+                      block = tab$block, effect = tab$effect,
                       estimate = number(tab$estimate), stringsAsFactors = FALSE)
   if (isTRUE(x$tested)) {
     shown$CI.low <- number(tab$CI.low)
@@ -402,11 +404,12 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
   } else {
     cat("\nFixed effects (estimates only; bootstrap for intervals and p-values):\n")
   }
-  shown$role <- tab$role
-  shown <- shown[, c("role", setdiff(names(shown), "role"))]
+  # Gene by gene (and context by context), each in the fit's order.
+  shown <- shown[order(match(tab$context, unique(tab$context)), match(tab$gene, unique(tab$gene))),
+                 , drop = FALSE]
   if (length(unique(shown$context)) == 1L) shown$context <- NULL
   n <- nrow(shown)
-  print_fitted_table(utils::head(shown, max.rows), split = c("context", "species"))
+  print_fitted_table(utils::head(shown, max.rows), split = c("context", "gene"))
   if (n > max.rows) cat(sprintf("... %d more rows: see summary(fit)$coefficients\n", n - max.rows))
   if (isTRUE(x$tested)) {
     cat(strwrap(sprintf("Signif.: *** p.adj < %g, ** < %g, * < %g, ns otherwise (tested: treatment effects)",
@@ -415,7 +418,7 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
   if (!is.null(x$small.design)) {
     cat(strwrap(sprintf(paste0(
       "Caution: the smallest group has %d animals; below %d per group the Wald tests of ",
-      "transition points (tpoint) were anti-conservative in the calibration benchmark ",
+      "transition points were anti-conservative in the calibration benchmark ",
       "(vignette(\"inference\")): bootstrap them (bs_batch(resample = \"parametric\")) ",
       "before reading their stars."), x$small.design, WALD_CALIBRATED_ANIMALS), exdent = 2),
       sep = "\n")
@@ -434,22 +437,44 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
 
 #' Estimates of a wisp fit
 #'
+#' The estimates, chosen by kind (`type`) and, with the selectors, by what
+#' they belong to: the labels of [as.data.frame.wisp()] (`gene`, `context`,
+#' `component`, `term`, `block`). Selectors combine with "and"; each takes
+#' one value or several.
+#'
 #' @param object A `"wisp"` object from [wisp()].
 #' @param type Which parameters: `"all"`, `"fixed"` (baseline and treatment
 #'   effects), `"baseline"`, `"beta"` (treatment effects) or `"warp"`
-#'   (random-level warping factors).
+#'   (the animals' warping factors).
+#' @param gene,context Genes and contexts, by name.
+#' @param component `"block rate"`, `"transition slope"` or `"transition
+#'   point"` (also as `"rate"`, `"slope"`, `"point"` or the original's codes
+#'   `"Rt"`, `"tslope"`, `"tpoint"`), or `"dispersion"`.
+#' @param term `"baseline"`, a term of the design (`"hemisphere"`,
+#'   `"hemisphere:age"`: every effect of it) or one effect (a treatment:
+#'   `"right"`, `"right:P18"`).
+#' @param block Block numbers of block rates, transition numbers of slopes
+#'   and points.
 #' @param ... Nothing: an argument `coef()` does not take is an error.
 #' @return A named numeric vector of estimates (the medians of the bootstrap
-#'   replicates when the fit was made with `use.median = TRUE`).
+#'   replicates when the fit was made with `use.median = TRUE`), named by
+#'   the original's parameter names.
+#' @seealso [as.data.frame.wisp()] for the estimates with their labels.
 #' @export
 #' @examples
 #' counts <- wisp_simulate(n.genes = 2, n.bins = 40)
 #' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
 #' coef(fit, "beta")
-coef.wisp <- function(object, type = c("all", "fixed", "baseline", "beta", "warp"), ...) {
+#' coef(fit, gene = "gene1", component = "rate", term = "baseline")
+coef.wisp <- function(object, type = c("all", "fixed", "baseline", "beta", "warp"), gene = NULL,
+                      context = NULL, component = NULL, term = NULL, block = NULL, ...) {
   check_unused_arguments(..., .method = "coef.wisp")
   type <- match_choice(type, "type", c("all", "fixed", "baseline", "beta", "warp"))
   keep <- wisp_parameter_selector(object$parameters, type)
+  if (any_selector(gene, context, component, term, block)) {
+    keep <- keep & select_labelled(parameter_labels(object), gene, context, component, term,
+                                   block, call = sys.call())
+  }
   object$fitted.parameters[object$parameters$name[keep]]
 }
 
@@ -470,6 +495,11 @@ coef.wisp <- function(object, type = c("all", "fixed", "baseline", "beta", "warp
 #'   resampling scheme does not redraw, such as warps under `resample =
 #'   "animals"`).
 #'
+#' Parameters are chosen by name or number (`parm`), by what they belong to
+#' (`gene`, `context`, `component`, `term`, `block`, as in [coef.wisp()]),
+#' or both (the parameters that both choose). [as.data.frame.wisp()] gives
+#' the intervals of the fit's statistics beside the parameters' labels.
+#'
 #' @param object A `"wisp"` object, or a `"wisp_bootstrap"` from [bs_batch()]
 #'   (all successful replicates).
 #' @param parm Parameter names or numbers (default: the fixed effects for
@@ -477,24 +507,38 @@ coef.wisp <- function(object, type = c("all", "fixed", "baseline", "beta", "warp
 #' @param level Confidence level.
 #' @param method `"auto"` (bootstrap when the fit carries replicates, Wald
 #'   otherwise), `"wald"` or `"bootstrap"`.
+#' @inheritParams coef.wisp
 #' @param ... Nothing: an argument `confint()` does not take is an error.
-#' @return A matrix with one row per parameter and columns for the lower and
-#'   upper limits, labelled in percent (as [stats::confint()]).
+#' @return A matrix with one row per parameter (named by the original's
+#'   parameter names) and columns for the lower and upper limits, labelled
+#'   in percent (as [stats::confint()]).
 #' @export
 #' @examples
 #' counts <- wisp_simulate(n.genes = 2, n.bins = 40)
 #' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
 #' confint(fit, parm = names(coef(fit, "beta")), method = "wald")
+#' confint(fit, gene = "gene1", component = "rate")
 #' boot <- bs_batch(fit, 19, seed = 1)
 #' confint(boot, parm = names(coef(fit, "beta")), level = 0.9)
 confint.wisp <- function(object, parm, level = 0.95, method = c("auto", "wald", "bootstrap"),
-                         ...) {
+                         gene = NULL, context = NULL, component = NULL, term = NULL,
+                         block = NULL, ...) {
   check_unused_arguments(..., .method = "confint.wisp")
   check_wisp_object(object)
   check_number(level, "level", lower = 0.5, upper = 0.9999)
   method <- match_choice(method, "method", c("auto", "wald", "bootstrap"))
   if (method == "auto") {
     method <- if (inherits(object$bootstrap, "wisp_bootstrap")) "bootstrap" else "wald"
+  }
+  # The parameters the selectors choose (NULL: no selector given).
+  chosen <- if (any_selector(gene, context, component, term, block)) {
+    object$parameters$name[select_labelled(parameter_labels(object), gene, context, component,
+                                           term, block, call = sys.call())]
+  }
+  narrow <- function(parm, all) {
+    if (is.null(chosen)) return(parm)
+    if (is.null(parm)) parm <- all
+    parm[parm %in% chosen]
   }
   if (method == "bootstrap") {
     if (!inherits(object$bootstrap, "wisp_bootstrap")) {
@@ -505,12 +549,14 @@ confint.wisp <- function(object, parm, level = 0.95, method = c("auto", "wald", 
     use <- bootstrap_used_replicates(boot, object$stats$replicates.used)
     replicates <- boot$t[use, , drop = FALSE]
     colnames(replicates) <- names(object$fitted.parameters)
-    return(percentile_intervals(replicates, if (missing(parm)) NULL else parm, level))
+    parm <- if (missing(parm)) NULL else select_parameters(colnames(replicates), parm)
+    return(percentile_intervals(replicates, narrow(parm, colnames(replicates)), level))
   }
   stats <- wisp_statistics(object, method = "wald", level = level)$stats$parameters
   values <- cbind(stats$CI.low, stats$CI.high)
   rownames(values) <- stats$parameter
   parm <- if (missing(parm)) rownames(values) else select_parameters(rownames(values), parm)
+  parm <- narrow(parm, rownames(values))
   a <- (1 - level) / 2
   out <- values[parm, , drop = FALSE]
   colnames(out) <- paste(format(100 * c(a, 1 - a), trim = TRUE, scientific = FALSE, digits = 3), "%")
@@ -525,6 +571,75 @@ confint.wisp_bootstrap <- function(object, parm, level = 0.95, ...) {
   use <- object$diagnostics$ok %in% TRUE
   replicates <- object$t[use, , drop = FALSE]
   percentile_intervals(replicates, if (missing(parm)) NULL else parm, level)
+}
+
+#' A wisp fit's estimates as a table
+#'
+#' One row per estimate, its labels first: what it belongs to in the
+#' words of the plots, then the original's parameter name, the estimate
+#' and, for the fixed effects of a fit with statistics, those of
+#' `fit$stats` (Wald or bootstrap).
+#'
+#' The columns: `context`, `gene`; `component`: `"block rate"`,
+#' `"transition slope"`, `"transition point"` (the original's codes `Rt`,
+#' `tslope`, `tpoint`; for warps and their SDs the component warped) or
+#' `"dispersion"`; `term`: `"baseline"` (the curve at the reference
+#' levels, `fit$fix$ref.lvl`), the term of the design a treatment effect
+#' belongs to (`"hemisphere"`, `"hemisphere:age"`, as in [anova.wisp()])
+#' or `NA` (random effects, dispersions); `effect`: `"baseline"` or the
+#' treatment whose effect it is (`"right"`, `"right:P18"`); `block`: the
+#' block of a block rate, the transition of a slope or point; `animal`: the
+#' random-effect level of a warp; `role`: `"baseline"`, `"beta"`
+#' (treatment effect), `"warp"`, `"sd"` (of the warps, per gene) or
+#' `"dispersion"`; `parameter`: the original's name
+#' (`beta_Rt_context1_gene1_right_X_Tns/Blk1`), as in `coef()` and
+#' `fit$stats$parameters`; `estimate`; and `std.error, df, CI.low, CI.high,
+#' p.value, p.value.adj, significance` (`NA` where there is none).
+#'
+#' @param x A `"wisp"` object from [wisp()], or its [summary()].
+#' @param row.names,optional Ignored (for the generic).
+#' @inheritParams coef.wisp
+#' @param ... Nothing: an argument `as.data.frame()` does not take is an
+#'   error.
+#' @return A data.frame. For a `"summary.wisp"`, its `coefficients`.
+#' @seealso [coef.wisp()], [confint.wisp()]
+#' @export
+#' @examples
+#' counts <- wisp_simulate(n.genes = 2, n.bins = 40)
+#' fit <- wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)
+#' effects <- as.data.frame(fit, type = "beta")
+#' head(effects[, c("gene", "component", "term", "effect", "block", "estimate", "p.value.adj")])
+as.data.frame.wisp <- function(x, row.names = NULL, optional = FALSE,
+                               type = c("all", "fixed", "baseline", "beta", "warp"),
+                               gene = NULL, context = NULL, component = NULL, term = NULL,
+                               block = NULL, ...) {
+  check_unused_arguments(..., .method = "as.data.frame.wisp")
+  check_wisp_object(x)
+  type <- match_choice(type, "type", c("all", "fixed", "baseline", "beta", "warp"))
+  labels <- parameter_labels(x)
+  keep <- wisp_parameter_selector(x$parameters, type)
+  if (any_selector(gene, context, component, term, block)) {
+    keep <- keep & select_labelled(labels, gene, context, component, term, block,
+                                   call = sys.call())
+  }
+  out <- labels[keep, , drop = FALSE]
+  out$estimate <- unname(x$fitted.parameters[out$parameter])
+  stats <- x$stats$parameters
+  columns <- c("std.error", "df", "CI.low", "CI.high", "p.value", "p.value.adj", "significance")
+  at <- if (is.null(stats)) rep(NA_integer_, nrow(out)) else match(out$parameter, stats$parameter)
+  for (column in columns) {
+    out[[column]] <- if (is.null(stats[[column]])) {
+      rep(if (column == "significance") NA_character_ else NA_real_, nrow(out))
+    } else stats[[column]][at]
+  }
+  rownames(out) <- NULL
+  out
+}
+
+#' @rdname as.data.frame.wisp
+#' @export
+as.data.frame.summary.wisp <- function(x, row.names = NULL, optional = FALSE, ...) {
+  x$coefficients
 }
 
 #' Log-likelihood, number of observations and information criteria

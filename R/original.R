@@ -11,9 +11,9 @@ wisp_original <- function(prepared, settings, plot.settings, variables, call, ma
     bins = if (settings$max_bin > 0) settings$max_bin else NULL
   )
   say(sprintf("Summed %s into %s (%s, %s, %s, %s) in %.1f s.",
-              count_noun(nrow(prepared$tokens), "token"), count_noun(nrow(base$summed), "row"),
+              count_noun(nrow(prepared$tokens), "cell x gene row"), count_noun(nrow(base$summed), "row"),
               count_noun(length(base$contexts), "context"), count_noun(length(base$species), "gene"),
-              count_noun(sum(base$ran_levels != "none"), "random level"),
+              animal_count_text(sum(base$ran_levels != "none"), variables),
               count_noun(length(base$treatments), "treatment"), proc.time()[["elapsed"]] - started))
 
   grid <- NULL
@@ -40,7 +40,6 @@ wisp_original <- function(prepared, settings, plot.settings, variables, call, ma
                 settings$LRO_cost, window, cutoff, proc.time()[["elapsed"]] - t0))
   }
 
-  t0 <- proc.time()[["elapsed"]]
   # The original's objective couples every gene: one fit, one step.
   say("Fit: all genes at once (the original's objective).")
   if (!is.null(progress)) progress("joint", 0L, 1L)
@@ -50,10 +49,9 @@ wisp_original <- function(prepared, settings, plot.settings, variables, call, ma
   if (!is.null(progress)) progress("joint", 1L, 1L)
   result <- wisp_result(fitted, settings, plot.settings, grid, variables, call)
   diagnostics <- result$fit.diagnostics
-  say(sprintf("Fitted %s (%s): %s after %d evaluations (%.1f s).",
+  say(sprintf("Fitted %s (%s): %s.",
               count_noun(diagnostics$n.params, "parameter"), count_noun(sum(result$degrees), "transition"),
-              diagnostics$code, diagnostics$num.evals,
-              proc.time()[["elapsed"]] - t0))
+              fit_course_text(diagnostics, "original")))
   if (!diagnostics$converged) {
     warning("the fit did not converge (", diagnostics$code, "); consider raising ",
             "model.settings$max_evals.", call. = FALSE)
