@@ -1,8 +1,10 @@
 #!/bin/sh
 # Installs what building, checking and testing wispack needs on Debian 12:
 # R and the R packages (all from Debian apt, since CRAN is not needed),
-# pandoc, qpdf and checkbashisms for R CMD check --as-cran, and python3 for
-# tools/check-module-cycles.py. Idempotent, and
+# pandoc, qpdf and checkbashisms for R CMD check --as-cran, python3 for
+# tools/check-module-cycles.py, and for the documentation site pkgdown, the
+# scripts and fonts its pages load (MathJax, clipboard.js, Font Awesome;
+# tools/site.sh) and Chromium with Selenium (tools/check-site.py). Idempotent, and
 # quick when everything is already there. Rust (cargo, rustc >= 1.85, with
 # rustfmt and clippy) must be installed already, e.g. with rustup.
 # Sourced by tools/main.sh and tools/test.sh; it also puts cargo on the PATH.
@@ -13,7 +15,9 @@
 wispack_apt_packages="r-base-dev r-cran-testthat r-cran-knitr r-cran-rmarkdown
   r-cran-roxygen2 r-cran-jsonlite r-cran-future r-cran-future.apply
   r-cran-progressr r-cran-future.batchtools r-cran-ggplot2 r-cran-patchwork r-cran-statmod r-cran-vdiffr r-bioc-singlecellexperiment r-cran-seuratobject pandoc qpdf pngquant devscripts xz-utils
-  util-linux iproute2 python3"
+  util-linux iproute2 python3
+  r-cran-pkgdown r-cran-fontawesome r-cran-xml2 libjs-mathjax node-clipboard
+  chromium chromium-driver python3-selenium"
 
 # The peers of benchmarks/peers.R (mgcv comes with r-base-dev's recommended
 # packages): DESeq2 for pseudobulk, glmmTMB for a spline GLMM.

@@ -3,7 +3,8 @@
 # type-checked for macOS and Windows, then R CMD build
 # and an offline R CMD check --as-cran (which must end "Status: OK"), then the
 # whole testthat suite once more with NOT_CRAN=true against the installed
-# package, so tests that --as-cran skips run too. Every pass is built with the
+# package, so tests that --as-cran skips run too, then the documentation site
+# is built and checked in a browser. Every pass is built with the
 # test hooks (WISPACK_TEST_HOOKS=true, read by tools/config.R), so no test
 # skips for want of them. Usage: sh tools/test.sh
 set -eu
@@ -163,6 +164,22 @@ if (real_absent) {
 writeLines(slurm, status_file)
 if (failed > 0 || skipped > 0) quit(status = 1)
 '
+
+# The documentation site, built from the package R CMD check installed (the
+# articles reuse the vignettes R CMD build rendered: tools/site.R) and
+# checked in headless Chromium (tools/check-site.py, its self-test first):
+# no missing image or file, broken internal link or anchor, JavaScript
+# error or remote resource. Both run without network where the namespace
+# can be made. About a minute.
+echo "== documentation site ${offline:+(without network)}"
+run_offline python3 "$repo/tools/check-site.py" --self-test || exit 1
+run_offline env R_LIBS="$work/wispack.Rcheck" HOME="$work/empty-home" \
+  sh "$repo/tools/site.sh" "$work/site" || exit 1
+# The screenshots are kept (the directory is printed): WISPACK_SITE_SCREENSHOTS
+# or a new temporary directory.
+screenshots=${WISPACK_SITE_SCREENSHOTS:-$(mktemp -d "${TMPDIR:-/tmp}/wispack-site-shots.XXXXXX")}
+run_offline python3 "$repo/tools/check-site.py" "$work/site" --screenshots "$screenshots" || exit 1
+
 if [ -n "$unchecked" ]; then
   echo "All tests passed, but the crate was NOT type-checked for:$unchecked (see above)."
 else
