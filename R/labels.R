@@ -171,7 +171,7 @@ bound_estimates <- function(fit) {
 }
 
 # "5 estimates on a bound, in gene 'gene3' (5: no counts; block rate 1 at 0
-# in left:P12, right, P18, right:P18; 1 more)...": the genes by name (from
+# under every treatment; 1 more)...": the genes by name (from
 # fit$gene.qc), and the estimates that bound_estimates() reads; NULL when
 # no estimate is on a bound.
 on_bound_text <- function(fit) {
@@ -186,6 +186,13 @@ on_bound_text <- function(fit) {
   found <- bound_estimates(fit)
   several_contexts <- length(fit$grouping.variables$context.lvls) > 1L
   more_any <- FALSE
+  # Treatments by all their levels ("left, P12"), as in the figures, so
+  # that none reads as an effect.
+  labels <- treatment_labels(fit)
+  under <- function(treatments) {
+    if (setequal(treatments, names(labels))) return("under every treatment")
+    paste("under", paste(labels[treatments], collapse = " / "))
+  }
   describe <- function(gene, count) {
     mine <- found[found$gene == gene, , drop = FALSE]
     curve <- paste(mine$component, mine$block)
@@ -193,8 +200,7 @@ on_bound_text <- function(fit) {
     what <- ifelse(mine$component == "block rate", "at 0", "at its steepest")
     pieces <- vapply(split(seq_len(nrow(mine)), factor(curve, levels = unique(curve))),
                      function(i) {
-                       sprintf("%s %s in %s", curve[i[1]], what[i[1]],
-                               paste(mine$treatment[i], collapse = ", "))
+                       sprintf("%s %s %s", curve[i[1]], what[i[1]], under(mine$treatment[i]))
                      }, "")
     more <- count - nrow(mine)
     if (more > 0) more_any <<- TRUE

@@ -57,7 +57,7 @@ test_that("an all-zero gene of wisp_example: the message, print() and summary() 
   fit <- run$value
   expect_identical(fit$gene.qc$on.bound > 0, c(FALSE, FALSE, TRUE, FALSE))
   # gene3 has no transition: one block rate, 0 under each of the 4 treatments.
-  expected <- "in gene 'gene3' (5: no counts; block rate 1 at 0 in left:P12, right, P18, right:P18; 1 more)"
+  expected <- "in gene 'gene3' (5: no counts; block rate 1 at 0 under every treatment; 1 more)"
   expect_true(grepl(expected, run$said, fixed = TRUE))
   expect_true(grepl(expected, one_line(capture.output(print(fit))), fixed = TRUE))
   expect_true(grepl(expected, one_line(capture.output(print(summary(fit)))), fixed = TRUE))
