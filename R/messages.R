@@ -36,10 +36,16 @@ fixed_effect_info <- function(tokens, fixed_effects, by_default, time_series = N
        time_series = time_series)
 }
 
-# "'genotype' (2 levels), 'slice' (12 levels)"
-fixed_effect_list <- function(levels) {
-  paste0("'", names(levels), "' (", vapply(levels, count_noun, "", "level"), ")",
-         collapse = ", ")
+# "'genotype' (2 levels), 'slice' (12 levels)"; with `reference` (the
+# reference level of each, named by factor), "'genotype' (2 levels,
+# reference 'WT')": which level the effects are measured against is chosen
+# by level order, and text levels sort ("KO" before "WT"), so it is said.
+fixed_effect_list <- function(levels, reference = NULL) {
+  counts <- vapply(levels, count_noun, "", "level")
+  if (!is.null(reference)) {
+    counts <- paste0(counts, ", reference '", unlist(reference)[names(levels)], "'")
+  }
+  paste0("'", names(levels), "' (", counts, ")", collapse = ", ")
 }
 
 # What the fit took as fixed effects, for wisp()'s verbose message.

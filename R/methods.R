@@ -187,7 +187,9 @@ print.wisp <- function(x, ...) {
               animal_count_text(length(real_ran), x$variables),
               length(x$treatment$names), if (length(x$treatment$names) != 1) "s" else "",
               if (nrow(d)) max(d$bin) else 0L))
-  if (length(x$fix$names)) cat("Fixed effects: ", fixed_effect_list(lengths(x$fix$lvls)), "\n", sep = "")
+  if (length(x$fix$names)) {
+    cat("Fixed effects: ", fixed_effect_list(lengths(x$fix$lvls), x$fix$ref.lvl), "\n", sep = "")
+  }
   degrees <- as.vector(x$degrees)
   if (length(degrees)) {
     tab <- table(factor(degrees, levels = sort(unique(degrees))))

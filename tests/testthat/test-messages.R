@@ -143,7 +143,7 @@ test_that("wisp() says which columns it took as fixed effects, and print(fit) sh
   expect_match(said, "Fixed effects: 'genotype' \\(2 levels\\), 'slice' \\(6 levels\\)")
   expect_match(said, "no role uses.*variables\\$fixedeffects")
   expect_match(said, "'slice' has 6 levels, each within one animal of 'ran'")
-  expect_output(print(run$value), "Fixed effects: 'genotype' \\(2 levels\\), 'slice' \\(6 levels\\)")
+  expect_output(print(run$value), "Fixed effects: 'genotype' \\(2 levels, reference 'KO'\\), 'slice' \\(6 levels, reference 'mouse1-s0'\\)")
   # chosen explicitly: no advice, no suspicion
   run <- said_by(wisp(data, list(fixedeffects = "genotype"), fit_only = TRUE,
                       model.settings = list(LRO_cost = "none")))

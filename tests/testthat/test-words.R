@@ -140,3 +140,16 @@ test_that("as.data.frame(fit) has one row per estimate, labels first", {
   expect_null(attr(tests, "method"))
   expect_identical(names(tests)[1:2], c("gene", "term"))
 })
+
+test_that("print() says each fixed effect's reference level, also when it is not the first in the data", {
+  run <- example_run()
+  printed <- one_line(capture.output(print(run$value)))
+  # wisp_example's hemisphere is left/right and its age P12/P18: by hand.
+  expect_true(grepl("Fixed effects: 'hemisphere' (2 levels, reference 'left'), 'age' (2 levels, reference 'P12')",
+                    printed, fixed = TRUE))
+  data <- wisp_example
+  data$hemisphere <- factor(data$hemisphere, levels = c("right", "left"))
+  fit <- without_design_warning(wisp(data, verbose = FALSE, fit_only = TRUE))
+  expect_true(grepl("'hemisphere' (2 levels, reference 'right')",
+                    one_line(capture.output(print(fit))), fixed = TRUE))
+})
