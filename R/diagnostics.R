@@ -152,7 +152,8 @@ wisp_residuals <- function(fit, by = c("animal", "treatment", "gene", "context",
   }
   structure(list(type = type, residuals = rows, tables = tables, normality = normality,
                  bin.normality = bin_normality, bins = bins, dispersion = dispersion,
-                 likelihood = fit_likelihood(fit), seed = seed),
+                 likelihood = fit_likelihood(fit), seed = seed,
+                 treatment.labels = treatment_labels(fit)),
             class = "wisp_residuals")
 }
 
@@ -404,6 +405,10 @@ residual_bin_plot <- function(x) {
   band$half <- 1.96 / sqrt(as.vector(tapply(means$n, band_key, max)[as.character(
     band_key[!duplicated(band_key)])]))
   colours <- plot_palette(length(treatments))
+  # Treatments by all their levels ("left, P12"), as in the other figures;
+  # residuals made before the labels were kept show the treatments' names.
+  legend_labels <- if (is.null(x$treatment.labels)) treatments else
+    unname(x$treatment.labels[treatments])
   # One panel per gene (and context, when there are several), wrapped so
   # that the layout grows with the genes.
   panel_of <- function(d) {
@@ -425,7 +430,7 @@ residual_bin_plot <- function(x) {
                         position = ggplot2::position_jitter(width = 0.2, height = 0, seed = 1)) +
     ggplot2::geom_line(data = means, ggplot2::aes(x = .data$bin, y = .data$mean,
                                                   colour = .data$treatment), linewidth = 0.7) +
-    ggplot2::scale_colour_manual(values = colours) +
+    ggplot2::scale_colour_manual(values = colours, labels = legend_labels) +
     ggplot2::facet_wrap(ggplot2::vars(.data$panel), ncol = facet_columns(nlevels(rows$panel))) +
     ggplot2::labs(x = "bin", y = ylab, colour = "mean per bin, treatment",
                   title = "Residuals along the bins",

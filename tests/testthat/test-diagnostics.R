@@ -171,6 +171,17 @@ test_that("the residual figures draw what wisp_residuals() holds, with axis titl
   g <- r[r$gene == "gene1" & r$treatment == checked$tables$treatment$treatment[1], ]
   expect_equal(means$mean[means$gene == "gene1" & means$treatment == levels(means$treatment)[1]],
                as.vector(tapply(g$residual, g$bin, mean)))
+  # The legend names each treatment by one level of every fixed effect
+  # ("left, P12"), not by its effect-like name ("right", "right:P18").
+  fit <- diagnostics_small()
+  legend <- ggplot2::ggplot_build(bins)$plot$scales$get_scales("colour")$get_labels()
+  parts <- strsplit(legend, ", ", fixed = TRUE)
+  expect_true(all(lengths(parts) == length(fit$fix$names)))
+  for (f in seq_along(fit$fix$names)) {
+    expect_true(all(vapply(parts, `[`, "", f) %in% fit$fix$lvls[[fit$fix$names[f]]]))
+  }
+  expect_identical(anyDuplicated(legend), 0L)
+  expect_length(legend, length(unique(r$treatment)))
 
   dispersion <- plot(checked, "dispersion")
   expect_no_warning(ggplot2::ggplot_build(dispersion))
@@ -244,6 +255,14 @@ test_that("model.settings$dispersion is checked", {
   expect_error(wisp(counts, verbose = FALSE,
                     model.settings = list(likelihood = "original", dispersion = 0)),
                class = "wisp_input_error", regexp = "dispersion apply to likelihood")
+})
+
+test_that("the bins figure names wisp_example's treatments by all their levels", {
+  fit <- without_design_warning(wisp(wisp_example, fit_only = TRUE, verbose = FALSE))
+  bins <- plot(wisp_residuals(fit, seed = 1), "bins")
+  legend <- ggplot2::ggplot_build(bins)$plot$scales$get_scales("colour")$get_labels()
+  # wisp_example: hemisphere left/right crossed with age P12/P18 (by hand).
+  expect_setequal(legend, c("left, P12", "right, P12", "left, P18", "right, P18"))
 })
 
 test_that("the residual figures look as they did (vdiffr snapshots)", {
