@@ -103,8 +103,17 @@ print.summary.wisp_bootstrap <- function(x, ...) {
 
 #' @rdname print.wisp_bootstrap
 #' @param row.names,optional Ignored (for the generic).
+#' @param fit For `as.data.frame()`: `NULL` (the default) gives one row per
+#'   replicate, its diagnostics and then one column per parameter. The fit
+#'   that was bootstrapped gives the tidy form instead: one row per
+#'   replicate and estimate, with the labels of [as.data.frame.wisp()]
+#'   (`context`, `gene`, `component`, `term`, `effect`, `block`, `animal`,
+#'   `role`, `parameter`), the replicate's `estimate`, the fit's
+#'   (`fitted`) and the replicate's convergence `code`.
 #' @export
-as.data.frame.wisp_bootstrap <- function(x, row.names = NULL, optional = FALSE, ...) {
+as.data.frame.wisp_bootstrap <- function(x, row.names = NULL, optional = FALSE, ...,
+                                         fit = NULL) {
+  if (!is.null(fit)) return(bootstrap_long(x, fit))
   d <- x$diagnostics
   out <- data.frame(replicate = seq_len(nrow(d)), d, stringsAsFactors = FALSE)
   estimates <- x$t
@@ -115,6 +124,33 @@ as.data.frame.wisp_bootstrap <- function(x, row.names = NULL, optional = FALSE, 
   estimates <- as.data.frame(estimates, stringsAsFactors = FALSE)
   names(estimates) <- names(x$t0) # keep the names as they are (no make.names)
   out <- cbind(out, estimates)
+  rownames(out) <- NULL
+  out
+}
+
+# One row per replicate and estimate, labelled as as.data.frame(fit) labels
+# the fit's estimates.
+bootstrap_long <- function(boot, fit) {
+  check_wisp_object(fit)
+  labels <- as.data.frame.wisp(fit)
+  parameters <- names(boot$t0)
+  at <- match(parameters, labels$parameter)
+  if (anyNA(at)) {
+    stop_input("`fit` is not the fit this bootstrap was made from: ",
+               sum(is.na(at)), " of its ", length(parameters), " parameters (e.g. '",
+               parameters[is.na(at)][1], "') are not the fit's.")
+  }
+  replicates <- nrow(boot$diagnostics)
+  estimates <- boot$t
+  if (is.null(estimates)) estimates <- matrix(NA_real_, replicates, length(parameters))
+  keep <- c("context", "gene", "component", "term", "effect", "block", "animal", "role",
+            "parameter")
+  out <- labels[rep(at, each = replicates), keep, drop = FALSE]
+  out <- data.frame(replicate = rep(seq_len(replicates), times = length(parameters)), out,
+                    estimate = as.vector(estimates), fitted = rep(unname(boot$t0), each = replicates),
+                    code = rep(replicate_codes(boot$diagnostics), times = length(parameters)),
+                    stringsAsFactors = FALSE)
+  out <- out[order(out$replicate, match(out$parameter, parameters)), , drop = FALSE]
   rownames(out) <- NULL
   out
 }

@@ -153,3 +153,31 @@ test_that("print() says each fixed effect's reference level, also when it is not
   expect_true(grepl("'hemisphere' (2 levels, reference 'right')",
                     one_line(capture.output(print(fit))), fixed = TRUE))
 })
+
+test_that("as.data.frame() of a bootstrap with its fit is one labelled row per replicate and estimate", {
+  fit <- example_run()$value
+  boot <- bs_batch(fit, 2, resample = "parametric", max.fork = 1, seed = 1, progress = FALSE)
+  long <- as.data.frame(boot, fit = fit)
+  n <- length(boot$t0)
+  expect_identical(nrow(long), 2L * n)
+  expect_identical(names(long), c("replicate", "context", "gene", "component", "term", "effect",
+                                  "block", "animal", "role", "parameter", "estimate", "fitted",
+                                  "code"))
+  # Replicate 2's rate effect of 'right' in gene1's block 2, read from boot$t by name.
+  name <- "beta_Rt_context1_gene1_right_X_Tns/Blk2"
+  row <- long[long$replicate == 2L & long$parameter == name, ]
+  expect_identical(nrow(row), 1L)
+  expect_identical(row$estimate, unname(boot$t[2, match(name, names(boot$t0))]))
+  expect_identical(row$fitted, unname(fit$fitted.parameters[name]))
+  expect_identical(c(row$gene, row$component, row$term, row$effect, row$code),
+                   c("gene1", "block rate", "hemisphere", "right", "converged"))
+  expect_identical(row$block, 2L)
+  # Without the fit: the wide form, as before.
+  expect_identical(nrow(as.data.frame(boot)), 2L)
+  # Another fit's parameters are refused.
+  other <- without_design_warning(wisp(wisp_simulate(n.genes = 1, n.bins = 20, seed = 3),
+                                       verbose = FALSE, fit_only = TRUE,
+                                       model.settings = list(LRO_cost = "none")))
+  expect_error(as.data.frame(boot, fit = other), class = "wisp_input_error",
+               regexp = "not the fit this bootstrap was made from")
+})
