@@ -12,13 +12,9 @@
 # list(term, factors, effects), effects naming W's columns (treatments).
 design_terms <- function(fit) {
   factors <- fit$fix$names
-  reference <- fit$fix$ref.lvl
   treatments <- fit$treatment$names
   if (!length(factors) || length(treatments) < 2L) return(list())
-  # The factors at a non-reference level in each treatment.
-  off <- lapply(fit$treatment$components, function(levels) {
-    factors[!is.na(levels) & levels != reference[factors]]
-  })
+  off <- non_reference_factors(fit)
   held <- if (length(fit$held.effects)) fit$held.effects else character()
   term <- function(name, factors, effects) {
     effects <- setdiff(effects, held)

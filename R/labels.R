@@ -25,16 +25,24 @@ component_aliases <- list(
 treatment_terms <- function(fit) {
   treatments <- fit$treatment$names
   components <- fit$treatment$components
-  reference <- fit$fix$ref.lvl
   if (is.null(treatments) || length(components) != length(treatments)) {
     return(stats::setNames(rep(NA_character_, length(treatments)), treatments))
   }
-  terms <- vapply(components, function(levels) {
-    factors <- names(levels)
-    off <- factors[!is.na(levels) & levels != reference[factors]]
+  terms <- vapply(non_reference_factors(fit), function(off) {
     if (length(off)) paste(off, collapse = ":") else NA_character_
   }, "")
   stats::setNames(terms, treatments)
+}
+
+# The factors at a non-reference level in each treatment (a list in the
+# order of fit$treatment$names): a treatment's term, and which terms of
+# the design (design_terms()) its effect belongs to.
+non_reference_factors <- function(fit) {
+  factors <- fit$fix$names
+  reference <- fit$fix$ref.lvl
+  lapply(fit$treatment$components, function(levels) {
+    factors[!is.na(levels[factors]) & levels[factors] != reference[factors]]
+  })
 }
 
 #' The labels of a fit's parameters

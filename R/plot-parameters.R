@@ -3,10 +3,12 @@
 # effects) with violins of the bootstrap replicates, and the block rates
 # across a time series.
 
-# Names of the components in the figures.
-component_labels <- c(Rt = "block\nrate", tslope = "transition\nslope",
-                      tpoint = "transition\npoint", point = "warp of\npoints",
-                      rate = "warp of\nrates", slope = "warp of\nslopes")
+# Names of the components in the figures: the readable names of labels.R
+# (component_names) on two lines, and the warps of each.
+component_labels <- c(
+  sub(" ", "\n", component_names[c("Rt", "tslope", "tpoint")], fixed = TRUE),
+  point = "warp of\npoints", rate = "warp of\nrates", slope = "warp of\nslopes"
+)
 
 # How an effect is named in a legend: by the levels it compares.
 effect_labels <- function(fit, treatments) {

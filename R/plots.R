@@ -478,7 +478,7 @@ plot.wisp_bootstrap <- function(x, type = c("replicates", "codes"), ...) {
       ggplot2::ggplot(codes, ggplot2::aes(x = .data$code, fill = .data$code)) +
         ggplot2::geom_bar(show.legend = FALSE) +
         ggplot2::scale_fill_manual(values = code_colours(levels(codes$code))) +
-        bootstrap_theme() +
+        wisp_theme(NULL) +
         ggplot2::labs(x = "convergence code", y = "replicates",
                       title = sprintf("Bootstrap convergence (%d replicates)", as.integer(x$R)))
     )
@@ -501,7 +501,7 @@ plot.wisp_bootstrap <- function(x, type = c("replicates", "codes"), ...) {
     ggplot2::geom_point(size = 1.5) +
     ggplot2::scale_colour_manual(values = code_colours(codes)) +
     ggplot2::facet_wrap(ggplot2::vars(.data$metric), scales = "free_y", ncol = 1) +
-    bootstrap_theme() +
+    wisp_theme(NULL, legend = "right") +
     ggplot2::labs(x = "replicate", y = NULL, colour = "convergence",
                   title = sprintf("Bootstrap replicates: time and memory (%d replicates)",
                                   as.integer(x$R)),
@@ -518,11 +518,3 @@ code_colours <- function(codes) {
   colours
 }
 
-bootstrap_theme <- function() {
-  ggplot2::theme_bw(base_size = 10) +
-    ggplot2::theme(plot.title = ggplot2::element_text(size = 14, face = "bold"),
-                   plot.title.position = "plot",
-                   plot.subtitle = ggplot2::element_text(size = 9, colour = "grey25"),
-                   strip.background = ggplot2::element_rect(fill = "grey95"),
-                   panel.grid.minor = ggplot2::element_blank())
-}
