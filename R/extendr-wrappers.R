@@ -164,6 +164,19 @@ count_term_subtask_rust <- function(plan, species) rust_result(.Call(wrap__count
 #' @noRd
 count_term_species_rust <- function(task, effects) rust_result(.Call(wrap__count_term_species_rust, task, effects))
 
+#' Checks effects `index` (positions from 1 in the reported vector) of the
+#' fit `plan` against their Wald standard errors `se` and quantiles
+#' `quantile` by held fits at 0 and at the Wald interval's ends, and
+#' profiles those whose signed root deviances differ from the quadratic's
+#' by more than `tolerance` (`nb::profile`); species on `workers` processes.
+#' Returns per effect `estimate`, the deviances `deviance_zero`,
+#' `deviance_lower`, `deviance_upper`, `flagged`, the profile interval
+#' `lower`, `upper` with `lower_open`, `upper_open`, the held `fits` and a
+#' `note`.
+#' @keywords internal
+#' @noRd
+count_profile_rust <- function(plan, index, se, quantile, tolerance, workers, progress) rust_result(.Call(wrap__count_profile_rust, plan, index, se, quantile, tolerance, workers, progress))
+
 #' One species' objective J (at the fitted standard deviations) and its
 #' gradient at `x` in the optimiser's coordinates (NULL: the estimate),
 #' with the coordinates' names (for tests of the optimum).

@@ -113,7 +113,7 @@ WALD_CALIBRATED_ANIMALS <- 5L
 wald_small_design <- function(fit) {
   stats <- fit$stats
   groups <- fit$design$groups
-  if (is.null(groups) || !length(groups) || !identical(stats$method, "wald")) return(NULL)
+  if (is.null(groups) || !length(groups) || !stats$method %in% c("wald", "profile")) return(NULL)
   component <- fit$parameters$component[match(stats$parameters$parameter, fit$parameters$name)]
   if (!any(component %in% "tpoint" & !is.na(stats$parameters$p.value))) return(NULL)
   smallest <- min(table(groups))
@@ -395,6 +395,24 @@ satterthwaite_df <- function(variance, within, between_df) {
 #'   slope). Its interval maps back to c through 2 sqrt(P N) sinh(rho / 2), so
 #'   slope intervals are asymmetric around the estimate; `std.error` stays
 #'   c's delta-method standard error.
+#' - `"profile"` (count likelihood): the Wald statistics, checked for every
+#'   transition-point effect by three refits with the effect held at 0 and
+#'   at the ends of its Wald interval (profile deviances D = 2 (M(v) - M),
+#'   M the negative Laplace marginal log-likelihood plus the fit's priors,
+#'   the random-effect SDs held at the fit's). Where a signed root deviance
+#'   differs from what a quadratic likelihood gives (the Wald statistic at 0,
+#'   the interval's quantile at its ends) by more than `tolerance`, or the
+#'   two tests disagree, the effect is flagged and gets the profile
+#'   likelihood's test (the signed root deviance at 0, referred to the same
+#'   t or normal distribution as its Wald test) and interval
+#'   ({v : D(v) < q^2}, its ends found by a secant search). The columns
+#'   `method` and `flagged` say which each effect got; `stats$profiles`
+#'   holds the checks (deviances, ends reaching the axis' limits as `open`,
+#'   refits, notes). A transition that a small rate step barely places can
+#'   have a likelihood that is sharp at the estimate and flat beyond it:
+#'   there the Wald p-value can be below 1e-8 for an effect whose profile
+#'   p-value is 0.05 (`tests/testthat/test-profile.R`). Opt-in while its
+#'   calibration (`benchmarks/profile_calibration.R`) is extended.
 #' - `"centred"` (bootstrap): the original package's statistics, for
 #'   reproducing them: p = 1 - F(|estimate|) + F(-|estimate|) with F the
 #'   empirical distribution of the centred replicates (0 is possible), and
@@ -415,8 +433,13 @@ satterthwaite_df <- function(variance, within, between_df) {
 #' ([wisp_gene_tests()]).
 #'
 #' @param fit A `"wisp"` object.
-#' @param method `"wald"`, `"percentile"` or `"centred"`; the default is `"percentile"`
-#'   when the fit carries bootstrap replicates and `"wald"` otherwise.
+#' @param method `"wald"`, `"profile"`, `"percentile"` or `"centred"`; the default is
+#'   `"percentile"` when the fit carries bootstrap replicates and `"wald"` otherwise.
+#' @param tolerance For `method = "profile"`: how far (on the signed-root
+#'   scale, in standard-normal units) a check may differ from the quadratic
+#'   likelihood's before the effect is flagged.
+#' @param max.fork For `method = "profile"`: worker processes (genes in
+#'   parallel).
 #' @param level Confidence level of the intervals; `alpha = 1 - level` is
 #'   also the family-wise level of the adjusted tests.
 #' @param adjustment `"holm"`, `"bonferroni"` or `"none"`.
@@ -431,7 +454,9 @@ satterthwaite_df <- function(variance, within, between_df) {
 #'   point"`; `term` `"baseline"` or the design term, such as
 #'   `"hemisphere:age"`; `effect` `"baseline"` or the treatment, such as
 #'   `"right:P18"`), then `estimate, std.error, df, CI.low, CI.high,
-#'   p.value, p.value.adj, significance`.
+#'   p.value, p.value.adj, significance, method, flagged` (`method`: how
+#'   the effect was tested; `flagged`: whether the profile check flagged it,
+#'   `NA` where it was not checked).
 #' @export
 #' @examples
 #' counts <- wisp_simulate(n.genes = 2, n.bins = 30, seed = 3)
@@ -439,7 +464,8 @@ satterthwaite_df <- function(variance, within, between_df) {
 #' fit <- wisp_statistics(fit, level = 0.9)
 #' head(fit$stats$parameters)
 wisp_statistics <- function(fit, method = NULL, level = 0.95,
-                            adjustment = c("holm", "bonferroni", "none"), boot = NULL) {
+                            adjustment = c("holm", "bonferroni", "none"), boot = NULL,
+                            tolerance = 0.25, max.fork = 1) {
   check_wisp_object(fit)
   check_number(level, "level", lower = 0.5, upper = 0.9999)
   adjustment <- match_choice(adjustment, "adjustment", c("holm", "bonferroni", "none"))
@@ -447,7 +473,9 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
   if (attached) fit <- attach_replicates(fit, boot)
   has_replicates <- inherits(fit$bootstrap, "wisp_bootstrap")
   if (is.null(method)) method <- if (has_replicates) "percentile" else "wald"
-  method <- match_choice(method, "method", c("wald", "percentile", "centred"))
+  method <- match_choice(method, "method", c("profile", "wald", "percentile", "centred"))
+  check_number(tolerance, "tolerance", lower = 1e-3, upper = 10)
+  check_whole_number(max.fork, "max.fork", lower = 1, upper = 4096)
   # 1 - 0.95 is 0.05 + 4e-17 in floating point; rounded, alpha is the level
   # the user means (0.05 exactly, as the original's statistics used).
   alpha <- round(1 - level, 10)
@@ -456,7 +484,8 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
   # Effects a reduced model holds at 0 are not estimated, so not tested.
   tested <- p$role %in% "beta" & !held_rows(p)
   shown <- p$role %in% c("baseline", "beta")
-  if (method == "wald") {
+  profiles <- NULL
+  if (method %in% c("wald", "profile")) {
     require_likelihood(fit, paste0(
       "Wald statistics need the count likelihood (likelihood = \"nb\"); use ",
       "method = \"percentile\" with a bootstrap."), call = sys.call())
@@ -469,6 +498,19 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
     lower <- wald$lower
     upper <- wald$upper
     p_value <- ifelse(tested, wald$p.value, NA_real_)
+    row_method <- rep("wald", length(estimates))
+    flagged <- rep(NA, length(estimates))
+    if (method == "profile") {
+      checked <- which(tested & p$component %in% "tpoint" & is.finite(se) & se > 0)
+      profiles <- profile_checks(fit, checked, estimates, se, df, alpha, tolerance, max.fork)
+      flagged[checked] <- profiles$flagged
+      use <- checked[profiles$method == "profile"]
+      from <- match(use, checked)
+      lower[use] <- profiles$CI.low[from]
+      upper[use] <- profiles$CI.high[from]
+      p_value[use] <- profiles$p.value[from]
+      row_method[use] <- "profile"
+    }
     replicates_used <- NA_integer_
   } else if (method == "centred") {
     if (!has_replicates) {
@@ -483,6 +525,8 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
     se <- apply(replicates, 2, stats::sd, na.rm = TRUE)
     df <- rep(NA_real_, length(estimates))
     replicates_used <- nrow(replicates)
+    row_method <- rep(method, length(estimates))
+    flagged <- rep(NA, length(estimates))
   } else {
     if (!has_replicates) {
       stop_input("percentile statistics need bootstrap replicates: run bs_batch() and pass ",
@@ -501,6 +545,8 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
     se <- apply(replicates, 2, stats::sd, na.rm = TRUE)
     df <- rep(NA_real_, length(estimates))
     replicates_used <- nrow(replicates)
+    row_method <- rep(method, length(estimates))
+    flagged <- rep(NA, length(estimates))
   }
   # A reduced model's held effects are 0 by construction: no variance, no test.
   held <- held_rows(p)
@@ -527,13 +573,14 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
     block = labels$block, estimate = estimates, std.error = unname(se), df = df,
     CI.low = lower, CI.high = upper, p.value = p_value, p.value.adj = p_adjusted,
     significance = significance_marks(p_adjusted, alpha),
+    method = row_method, flagged = flagged,
     stringsAsFactors = FALSE, row.names = NULL
   )[shown, , drop = FALSE]
   rownames(table) <- NULL
   fit$stats <- list(parameters = table, method = method, level = level, alpha = alpha,
                     adjustment = adjustment, replicates.used = replicates_used,
                     tests = sum(has_p), family = if (method == "centred") "fit" else "gene",
-                    family.size = family_size)
+                    family.size = family_size, profiles = profiles)
   if (method == "percentile") {
     # (The centred p-values can be 0: no floor, no resolution.)
     resolution <- bootstrap_resolution(replicates_used, family_size, alpha)
@@ -579,4 +626,48 @@ attach_replicates <- function(fit, boot) {
   }
   fit$bootstrap <- boot
   fit
+}
+
+# The profile checks of method = "profile" (model vignette §15.5): for each
+# transition-point effect in `rows`, held fits at 0 and at its Wald
+# interval's ends (count_profile_rust()); where a signed root deviance
+# differs from the quadratic's (the Wald statistic z at 0, the interval's
+# quantile q at its ends) by more than `tolerance`, or the two tests
+# disagree, the effect is flagged and its test and interval are the
+# profile's: p from the signed root deviance r at 0 (t with the Wald df
+# where the Wald test used t, normal otherwise; so that p < alpha exactly
+# when r > q) and the interval {v : D(v) < q^2}. A flagged effect whose
+# profile could not be completed keeps its Wald statistics, with the reason
+# in `note`.
+profile_checks <- function(fit, rows, estimates, se, df, alpha, tolerance, max.fork) {
+  quantile <- ifelse(is.finite(df[rows]), stats::qt(1 - alpha / 2, pmax(df[rows], 1)),
+                     stats::qnorm(1 - alpha / 2))
+  empty <- data.frame(parameter = character(), estimate = numeric(), std.error = numeric(),
+                      deviance.zero = numeric(), deviance.lower = numeric(),
+                      deviance.upper = numeric(), flagged = logical(), method = character(),
+                      CI.low = numeric(), CI.high = numeric(), open = character(),
+                      p.value = numeric(), fits = integer(), note = character(),
+                      stringsAsFactors = FALSE)
+  if (!length(rows)) return(empty)
+  result <- count_profile_rust(fit$plan, as.integer(rows), as.numeric(se[rows]), quantile,
+                               tolerance, as.integer(max.fork), NULL)
+  root <- sign(estimates[rows]) * sqrt(pmax(result$deviance_zero, 0))
+  p_value <- ifelse(is.finite(df[rows]), 2 * stats::pt(-abs(root), pmax(df[rows], 1)),
+                    2 * stats::pnorm(-abs(root)))
+  complete <- result$flagged & is.finite(result$deviance_zero) &
+    is.finite(result$lower) & is.finite(result$upper)
+  open <- ifelse(result$lower_open & result$upper_open, "both",
+                 ifelse(result$lower_open, "lower", ifelse(result$upper_open, "upper", "")))
+  data.frame(
+    parameter = fit$parameters$name[rows], estimate = estimates[rows], std.error = se[rows],
+    deviance.zero = result$deviance_zero, deviance.lower = result$deviance_lower,
+    deviance.upper = result$deviance_upper, flagged = result$flagged,
+    method = ifelse(complete, "profile", "wald"),
+    CI.low = ifelse(complete, result$lower, NA_real_),
+    CI.high = ifelse(complete, result$upper, NA_real_),
+    open = ifelse(complete, open, ""),
+    p.value = ifelse(complete, p_value, NA_real_),
+    fits = result$fits, note = result$note,
+    stringsAsFactors = FALSE, row.names = NULL
+  )
 }

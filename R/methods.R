@@ -225,10 +225,11 @@ print.wisp <- function(x, ...) {
                             as.integer(s$resolution$needed))
                   } else ""))
     }
-  } else if (wisp_has_statistics(x) && identical(x$stats$method, "wald")) {
+  } else if (wisp_has_statistics(x) && x$stats$method %in% c("wald", "profile")) {
     s <- x$stats
-    cat(sprintf("Not bootstrapped; Wald tests of %d treatment effects: %d significant (%s-adjusted within each gene, alpha %g); see summary()\n",
-                as.integer(s$tests), significant(s), s$adjustment, s$alpha))
+    cat(sprintf("Not bootstrapped; Wald tests of %d treatment effects%s: %d significant (%s-adjusted within each gene, alpha %g); see summary()\n",
+                as.integer(s$tests), profile_count_text(s), significant(s), s$adjustment,
+                s$alpha))
     if (!is.null(x$gene.tests)) {
       cat("Gene-level tests (anova(fit)): ", paste(gene_call_lines(x$gene.tests), collapse = "; "),
           "\n", sep = "")
@@ -394,6 +395,10 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
     shown$sig <- tab$significance
     how <- if (identical(x$method, "wald")) {
       "Wald tests; t quantiles for between-animal effects, slope effects on the log-ratio scale"
+    } else if (identical(x$method, "profile")) {
+      paste0("Wald tests; t quantiles for between-animal effects, slope effects on the ",
+             "log-ratio scale; profile likelihood where a transition point's curvature ",
+             "misleads (method column)")
     } else if (identical(x$method, "centred")) {
       sprintf("bootstrap: %s; the original's centred p-values, intervals at adjusted levels",
               count_noun(as.integer(x$replicates), "replicate"))
@@ -482,11 +487,15 @@ coef.wisp <- function(object, type = c("all", "fixed", "baseline", "beta", "warp
 
 #' Confidence intervals of wisp parameters
 #'
-#' Wald intervals (count likelihood) or bootstrap percentile intervals, the
+#' Wald and profile intervals (count likelihood) or bootstrap percentile intervals, the
 #' same as the statistics of [wisp_statistics()] use, so that an interval
 #' excludes 0 exactly when the effect's unadjusted p-value is below 1 -
 #' `level`.
 #'
+#' - `"profile"`: Wald intervals, except
+#'   for the transition-point effects whose likelihood the Wald curvature
+#'   misjudges, which get profile-likelihood intervals (see
+#'   [wisp_statistics()]).
 #' - `"wald"`: estimate ± quantile × standard error ([vcov.wisp()]); t
 #'   quantiles with df = animals − groups for effects of factors that vary
 #'   between animals only. Parameters without a variance (on a bound, or not
@@ -507,8 +516,9 @@ coef.wisp <- function(object, type = c("all", "fixed", "baseline", "beta", "warp
 #' @param parm Parameter names or numbers (default: the fixed effects for
 #'   Wald intervals, every parameter for bootstrap intervals).
 #' @param level Confidence level.
-#' @param method `"auto"` (bootstrap when the fit carries replicates, Wald
-#'   otherwise), `"wald"` or `"bootstrap"`.
+#' @param method `"auto"` (bootstrap when the fit carries replicates, the
+#'   fit's own method when it is `"profile"`, Wald otherwise), `"profile"`,
+#'   `"wald"` or `"bootstrap"`.
 #' @inheritParams coef.wisp
 #' @param ... Nothing: an argument `confint()` does not take is an error.
 #' @return A matrix with one row per parameter (named by the original's
@@ -522,15 +532,22 @@ coef.wisp <- function(object, type = c("all", "fixed", "baseline", "beta", "warp
 #' confint(fit, gene = "gene1", component = "rate")
 #' boot <- bs_batch(fit, 19, seed = 1)
 #' confint(boot, parm = names(coef(fit, "beta")), level = 0.9)
-confint.wisp <- function(object, parm, level = 0.95, method = c("auto", "wald", "bootstrap"),
+confint.wisp <- function(object, parm, level = 0.95,
+                         method = c("auto", "profile", "wald", "bootstrap"),
                          gene = NULL, context = NULL, component = NULL, term = NULL,
                          block = NULL, ...) {
   check_unused_arguments(..., .method = "confint.wisp")
   check_wisp_object(object)
   check_number(level, "level", lower = 0.5, upper = 0.9999)
-  method <- match_choice(method, "method", c("auto", "wald", "bootstrap"))
+  method <- match_choice(method, "method", c("auto", "profile", "wald", "bootstrap"))
   if (method == "auto") {
-    method <- if (inherits(object$bootstrap, "wisp_bootstrap")) "bootstrap" else "wald"
+    method <- if (inherits(object$bootstrap, "wisp_bootstrap")) {
+      "bootstrap"
+    } else if (identical(object$stats$method, "profile")) {
+      "profile"
+    } else {
+      "wald"
+    }
   }
   # The parameters the selectors choose (NULL: no selector given).
   chosen <- if (any_selector(gene, context, component, term, block)) {
@@ -554,7 +571,13 @@ confint.wisp <- function(object, parm, level = 0.95, method = c("auto", "wald", 
     parm <- if (missing(parm)) NULL else select_parameters(colnames(replicates), parm)
     return(percentile_intervals(replicates, narrow(parm, colnames(replicates)), level))
   }
-  stats <- wisp_statistics(object, method = "wald", level = level)$stats$parameters
+  # The fit's own statistics when they are these (profiles are refits).
+  stats <- if (wisp_has_statistics(object) && identical(object$stats$method, method) &&
+               isTRUE(all.equal(statistics_level(object$stats), level))) {
+    object$stats$parameters
+  } else {
+    wisp_statistics(object, method = method, level = level)$stats$parameters
+  }
   values <- cbind(stats$CI.low, stats$CI.high)
   rownames(values) <- stats$parameter
   parm <- if (missing(parm)) rownames(values) else select_parameters(rownames(values), parm)
@@ -757,4 +780,13 @@ print_structure_summary <- function(structure) {
   }
   cat(strwrap(paste0(text, "."), exdent = 2), sep = "\n")
   invisible()
+}
+
+# " (3 of 12 transition-point effects by profile likelihood)" for the print
+# line of profile statistics; "" for other methods.
+profile_count_text <- function(stats) {
+  profiles <- stats$profiles
+  if (!identical(stats$method, "profile") || is.null(profiles) || !nrow(profiles)) return("")
+  sprintf(" (%d of %s by profile likelihood)", sum(profiles$method == "profile"),
+          count_noun(nrow(profiles), "transition-point effect"))
 }

@@ -95,6 +95,8 @@ interval_note <- function(fit) {
   level <- round(100 * statistics_level(stats))
   if (identical(statistics_method(stats), "wald")) {
     sprintf("bars: %d %% Wald intervals", level)
+  } else if (identical(statistics_method(stats), "profile")) {
+    sprintf("bars: %d %% Wald intervals (profile likelihood where flagged)", level)
   } else {
     sprintf("bars: %d %% bootstrap percentile intervals (%d replicates)", level,
             as.integer(stats$replicates.used))

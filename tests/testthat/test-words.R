@@ -78,10 +78,10 @@ test_that("the statistics table labels wisp_example's gene1 by context, gene, co
   expect_identical(gene1$parameter[c(1, 6, 16)],
                    c("baseline_context1_Rt_gene1_Tns/Blk1", "beta_Rt_context1_gene1_right_X_Tns/Blk2",
                      "beta_tpoint_context1_gene1_right:P18_X_Tns/Blk1"))
-  # The original's columns stay, in their order.
+  # The original's columns stay, in their order (then how each was tested).
   expect_identical(setdiff(names(stats), c("context", "gene", "component", "term", "effect", "block")),
                    c("parameter", "estimate", "std.error", "df", "CI.low", "CI.high", "p.value",
-                     "p.value.adj", "significance"))
+                     "p.value.adj", "significance", "method", "flagged"))
 })
 
 test_that("coef() and confint() select by gene, component, term and block", {

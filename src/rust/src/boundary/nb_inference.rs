@@ -10,6 +10,7 @@ use crate::nb::covariance::covariance;
 use crate::nb::objective::SpeciesProblem;
 use crate::nb::panel::TermTask;
 use crate::nb::pipeline::summarise;
+use crate::nb::profile::{profile_effects, ProfileRequest};
 use crate::nb::replicate;
 use crate::nb::terms;
 use crate::saved;
@@ -276,6 +277,100 @@ fn count_objective_rust(plan: Raw, species: i32, x: Nullable<Vec<f64>>) -> RResu
     ))
 }
 
+/// Checks effects `index` (positions from 1 in the reported vector) of the
+/// fit `plan` against their Wald standard errors `se` and quantiles
+/// `quantile` by held fits at 0 and at the Wald interval's ends, and
+/// profiles those whose signed root deviances differ from the quadratic's
+/// by more than `tolerance` (`nb::profile`); species on `workers` processes.
+/// Returns per effect `estimate`, the deviances `deviance_zero`,
+/// `deviance_lower`, `deviance_upper`, `flagged`, the profile interval
+/// `lower`, `upper` with `lower_open`, `upper_open`, the held `fits` and a
+/// `note`.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn count_profile_rust(
+    plan: Raw,
+    index: Vec<i32>,
+    se: Vec<f64>,
+    quantile: Vec<f64>,
+    tolerance: f64,
+    workers: i32,
+    progress: Robj,
+) -> RResult<List> {
+    let relay = Relay::new(progress);
+    let result = profile(&relay, &plan, &index, &se, &quantile, tolerance, workers);
+    relay.result(result)
+}
+
+fn profile(
+    relay: &Relay,
+    plan: &Raw,
+    index: &[i32],
+    se: &[f64],
+    quantile: &[f64],
+    tolerance: f64,
+    workers: i32,
+) -> RResult<List> {
+    if se.len() != index.len() || quantile.len() != index.len() {
+        return Err(Error::input(
+            "index, se and quantile must have one value per effect",
+        ));
+    }
+    if !(tolerance.is_finite() && tolerance > 0.0) {
+        return Err(Error::input(
+            "the profile tolerance must be a positive number",
+        ));
+    }
+    let plan = count_plan(plan)?;
+    let requests = index
+        .iter()
+        .zip(se.iter().zip(quantile))
+        .map(|(&i, (&standard_error, &quantile))| {
+            let index = usize::try_from(i - 1)
+                .map_err(|_| Error::input("effect positions are numbered from 1"))?;
+            Ok(ProfileRequest {
+                index,
+                standard_error,
+                quantile,
+            })
+        })
+        .collect::<RResult<Vec<_>>>()?;
+    let options = pool_options(workers, 1, "rolling", f64::INFINITY, None, Some(true))?;
+    let interrupted = || relay.jumped() || user_interrupt_pending();
+    let profiles = profile_effects(
+        &plan,
+        &requests,
+        tolerance,
+        &options,
+        interrupted,
+        |done, total| relay.call(pairlist!(done as f64, total as f64)),
+    )?;
+    let column = |f: fn(&crate::nb::profile::EffectProfile) -> f64| -> Vec<f64> {
+        profiles.iter().map(f).collect()
+    };
+    Ok(list!(
+        index = profiles
+            .iter()
+            .map(|p| p.index as i32 + 1)
+            .collect::<Vec<i32>>(),
+        estimate = column(|p| p.estimate),
+        deviance_zero = column(|p| p.deviance_zero),
+        deviance_lower = column(|p| p.deviance_lower),
+        deviance_upper = column(|p| p.deviance_upper),
+        flagged = profiles.iter().map(|p| p.flagged).collect::<Vec<bool>>(),
+        lower = column(|p| p.lower),
+        upper = column(|p| p.upper),
+        lower_open = profiles.iter().map(|p| p.lower_open).collect::<Vec<bool>>(),
+        upper_open = profiles.iter().map(|p| p.upper_open).collect::<Vec<bool>>(),
+        fits = profiles.iter().map(|p| p.fits as i32).collect::<Vec<i32>>(),
+        note = profiles
+            .iter()
+            .map(|p| p.note.clone())
+            .collect::<Vec<String>>()
+    ))
+}
+
 extendr_module! {
     mod nb_inference;
     fn count_vcov_rust;
@@ -284,5 +379,6 @@ extendr_module! {
     fn count_term_fit_rust;
     fn count_term_subtask_rust;
     fn count_term_species_rust;
+    fn count_profile_rust;
     fn count_objective_rust;
 }

@@ -107,7 +107,7 @@ impl SpeciesFit {
     }
 }
 
-fn free_warps_of(sigma: Sigma) -> [bool; 3] {
+pub(crate) fn free_warps_of(sigma: Sigma) -> [bool; 3] {
     sigma.map(|s| s > 0.0)
 }
 
@@ -304,6 +304,71 @@ pub(crate) fn fit_species_held(
     settings: &CountFitSettings,
     held: Option<&[[f64; 3]]>,
 ) -> Result<SpeciesFit, String> {
+    fit_species_with(model, species, detected, start, settings, held, None)
+}
+
+/// [`fit_species`] from `start` with one effect held at a value (`pin`, see
+/// [`super::pin`]): the start moved onto the constraint, then fits with the
+/// constraint linearised at the last fit's estimate (moved onto it again),
+/// until the effect is at its value. Iterations and evaluations are summed
+/// over the rounds.
+pub(crate) fn fit_species_pinned(
+    model: &CountModel,
+    species: usize,
+    start: (&SpeciesState, Sigma),
+    settings: &CountFitSettings,
+    pin: &super::pin::EffectPin,
+) -> Result<SpeciesFit, String> {
+    let degree = model.structure().degree(pin.context, species);
+    let axis = model.axis();
+    if !super::pin::pin_is_estimable(&SpeciesProblem::new(model, species, [false; 3]), pin) {
+        return Err("the held effect involves a curve that is not estimated".into());
+    }
+    let (mut state, mut sigma) = (start.0.clone(), start.1);
+    let (mut iterations, mut evaluations) = (0, 0);
+    let mut last = None;
+    for _round in 0..PIN_ROUNDS {
+        pin.project(&mut state, degree, axis);
+        let linear = pin.linearised_at(&state, degree, axis);
+        let fit = fit_species_with(
+            model,
+            species,
+            None,
+            Some((&state, sigma)),
+            settings,
+            None,
+            Some(&linear),
+        )?;
+        iterations += fit.iterations;
+        evaluations += fit.evaluations;
+        let residual = pin.effect(&fit.state, degree, axis) - pin.value;
+        (state, sigma) = (fit.state.clone(), fit.sigma);
+        let held = residual.abs() <= PIN_TOLERANCE * (1.0 + pin.value.abs());
+        last = Some(fit);
+        if held {
+            break;
+        }
+    }
+    let mut fit = last.expect("at least one round");
+    fit.iterations = iterations;
+    fit.evaluations = evaluations;
+    Ok(fit)
+}
+
+/// Rounds of linearisation at most, and how close to its value a pinned
+/// effect must come (relative to 1 + |value|).
+const PIN_ROUNDS: usize = 8;
+const PIN_TOLERANCE: f64 = 1e-7;
+
+fn fit_species_with(
+    model: &CountModel,
+    species: usize,
+    detected: Option<&DetectedChangePoints>,
+    start: Option<(&SpeciesState, Sigma)>,
+    settings: &CountFitSettings,
+    held: Option<&[[f64; 3]]>,
+    pin: Option<&super::pin::LinearPin>,
+) -> Result<SpeciesFit, String> {
     let mut sigma: Sigma = match (settings.fixed_sigma, start) {
         _ if !model.has_random_effects() => [0.0; 3],
         (Some(fixed), _) => fixed,
@@ -319,7 +384,9 @@ pub(crate) fn fit_species_held(
         sigma[super::curve::U_SLOPE] = 0.0;
     }
     let problem_for = |sigma: Sigma| {
-        SpeciesProblem::new(model, species, free_warps_of(sigma)).with_settings(settings)
+        SpeciesProblem::new(model, species, free_warps_of(sigma))
+            .with_settings(settings)
+            .with_pin(pin.cloned())
     };
     let mut problem = problem_for(sigma);
     let mut state = match start {

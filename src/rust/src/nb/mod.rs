@@ -25,7 +25,8 @@
 //!   [`degrees`] with [`select`]: how many transitions each curve has;
 //! - [`replicate`] with [`redraw`]: bootstrap and likelihood-ratio
 //!   replicates; [`predict`]: curves at any bin; [`terms`]: the reduced
-//!   fits of gene-level tests.
+//!   fits of gene-level tests; [`pin`]: one effect held at a value, and
+//!   [`profile`]: the profile likelihoods of effects the curvature misjudges.
 //!
 //! Loops here run over indices on purpose: they follow the sums of the model
 //! vignette, index several arrays with the same subscript, and often use the
@@ -42,9 +43,11 @@ pub(crate) mod layout;
 pub(crate) mod linalg;
 pub(crate) mod objective;
 pub(crate) mod panel;
+pub(crate) mod pin;
 pub(crate) mod pipeline;
 pub(crate) mod predict;
 pub(crate) mod priors;
+pub(crate) mod profile;
 pub(crate) mod redraw;
 pub(crate) mod replicate;
 pub(crate) mod report;

@@ -41,6 +41,8 @@ pub(crate) struct SpeciesProblem<'m> {
     /// penalised with [`super::priors::HELD_PRECISION`] (`None`: nothing held, or a
     /// warm-up problem, whose start is projected afterwards instead).
     pub(super) held: Option<Vec<f64>>,
+    /// One effect held at a value, for a profile likelihood (`None`: none).
+    pub(super) pin: Option<super::pin::LinearPin>,
 }
 
 /// Scratch space of one evaluation, sized for the largest degree.
@@ -110,6 +112,7 @@ impl<'m> SpeciesProblem<'m> {
             step_prior_sd: None,
             effect_prior: None,
             held: None,
+            pin: None,
         }
         .with_held_effects()
     }
@@ -325,6 +328,10 @@ impl<'m> SpeciesProblem<'m> {
             derivatives.as_mut().map(|(g, h)| (&mut **g, &mut **h)),
         );
         total += self.held_penalty(
+            state,
+            derivatives.as_mut().map(|(g, h)| (&mut **g, &mut **h)),
+        );
+        total += self.pin_penalty(
             state,
             derivatives.as_mut().map(|(g, h)| (&mut **g, &mut **h)),
         );

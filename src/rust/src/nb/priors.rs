@@ -118,7 +118,9 @@ impl<'m> SpeciesProblem<'m> {
 
     /// The priors' contribution to J at `state` (0 without priors).
     pub fn prior_penalty(&self, state: &SpeciesState) -> f64 {
-        self.curve_priors(state, None) + self.held_penalty(state, None)
+        self.curve_priors(state, None)
+            + self.held_penalty(state, None)
+            + self.pin_penalty(state, None)
     }
 
     /// Per free coordinate, the held-effects penalty's share of the
@@ -129,6 +131,7 @@ impl<'m> SpeciesProblem<'m> {
     pub fn held_diagonal(&self) -> Vec<f64> {
         let layout = &self.layout;
         let mut diagonal = vec![0.0; layout.len];
+        self.add_pin_diagonal(&mut diagonal);
         let Some(gram) = &self.held else {
             return diagonal;
         };
@@ -137,7 +140,7 @@ impl<'m> SpeciesProblem<'m> {
             let Some(offset) = *offset else { continue };
             let t = curve % treatments;
             for i in 0..curve_len(layout.degrees[curve / treatments]) {
-                diagonal[offset + i] = HELD_PRECISION * gram[t * treatments + t];
+                diagonal[offset + i] += HELD_PRECISION * gram[t * treatments + t];
             }
         }
         diagonal

@@ -1,0 +1,517 @@
+//! Profile likelihoods of single effects (model vignette §15.5), for the
+//! effects whose Wald statistics the curvature at the optimum misjudges: a
+//! transition point that a small rate step barely places can sit on a
+//! likelihood that is sharp near the estimate and flat beyond it.
+//!
+//! The profile deviance of an effect at v is D(v) = 2 (M(v) − M̂), M the
+//! species' negative Laplace marginal log-likelihood plus the curves' priors
+//! (what the fit minimises, and what the Wald covariance is the curvature
+//! of), M(v) its minimum with the effect held at v ([`super::pin`]) and
+//! every other unknown, the random-effect variances included, refitted from
+//! a warm start. Each effect is checked by three such fits: at 0 and at the
+//! ends of its Wald interval, where a quadratic likelihood gives signed roots
+//! z (the Wald statistic) and ±q. Where a root differs from that by more
+//! than the tolerance, or the two tests disagree about significance, the
+//! effect is flagged, and its interval is the profile's, {v : D(v) < q²},
+//! its ends found by a secant search on √D (not a grid).
+
+use super::curve::SLOPE_MAX;
+use super::fit::{fit_species_pinned, free_warps_of, inverse_weights, SpeciesFit};
+use super::layout::CountLayout;
+use super::objective::SpeciesProblem;
+use super::pin::EffectPin;
+use super::pipeline::CountPlan;
+use super::settings::CountFitSettings;
+use crate::design::Component;
+use crate::engine::{self, Failure, PoolOptions};
+use crate::error::Error;
+
+/// Fits per interval end at most, beyond the Wald end's.
+const SEARCH_FITS: usize = 8;
+/// An end is found when √D is within this of q.
+const ROOT_TOLERANCE: f64 = 0.05;
+/// A held fit whose effect misses its value by more than this (relative)
+/// could not be held there (the value is outside what the curves allow).
+const HOLD_TOLERANCE: f64 = 1e-3;
+/// D below −this: a fit with the effect held is better than the fit (a
+/// local optimum), beyond the Newton tolerance's noise.
+const BETTER_FIT: f64 = 0.01;
+
+/// One effect to check: its position (from 0) in the reported vector, its
+/// Wald standard error and its Wald interval's quantile q.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ProfileRequest {
+    pub index: usize,
+    pub standard_error: f64,
+    pub quantile: f64,
+}
+
+/// What the check and, when flagged, the profile found.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct EffectProfile {
+    pub index: usize,
+    pub estimate: f64,
+    /// D at 0, and at the Wald interval's lower and upper ends.
+    pub deviance_zero: f64,
+    pub deviance_lower: f64,
+    pub deviance_upper: f64,
+    pub flagged: bool,
+    /// The profile interval (NaN when not flagged, or where a held fit
+    /// failed); an end that reached the effect's range without D reaching
+    /// q² is open (`*_open`), the interval there is the range's end.
+    pub lower: f64,
+    pub upper: f64,
+    pub lower_open: bool,
+    pub upper_open: bool,
+    /// Held fits made.
+    pub fits: usize,
+    pub note: String,
+}
+
+/// Where effect `index` of the reported vector sits: species, and the pin
+/// (held at 0) that holds it.
+fn locate(plan: &CountPlan, index: usize) -> Result<(usize, EffectPin), String> {
+    let model = &plan.model;
+    let layout = CountLayout::new(model.design(), model.structure())?;
+    let shape = model.table().shape();
+    let inverse = inverse_weights(model)?;
+    let treatments = shape.treatments;
+    for s in 0..shape.species {
+        for c in 0..shape.contexts {
+            let degree = model.structure().degree(c, s);
+            for component in Component::ALL {
+                for k in 0..component.count(degree) {
+                    for j in 1..treatments {
+                        if layout.original.beta_index(component, c, s, k, j) == Some(index) {
+                            let weights = inverse[j * treatments..(j + 1) * treatments].to_vec();
+                            return Ok((
+                                s,
+                                EffectPin {
+                                    context: c,
+                                    component,
+                                    block: k,
+                                    weights,
+                                    value: 0.0,
+                                },
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Err(format!(
+        "parameter {} is not a treatment effect of a curve",
+        index + 1
+    ))
+}
+
+/// The range an effect can take: each treatment's value within its
+/// component's range (points between the axis' edges, slopes in (0, S_MAX));
+/// rates are unbounded above.
+fn effect_range(pin: &EffectPin, degree: usize, axis: super::curve::Axis) -> (f64, f64) {
+    let (low, high) = match pin.component {
+        Component::Point => (
+            axis.point(pin.block, degree, 0.0),
+            axis.point(pin.block, degree, 1.0),
+        ),
+        Component::Slope => (0.0, SLOPE_MAX),
+        Component::Rate => (0.0, f64::INFINITY),
+    };
+    let mut range = (0.0, 0.0);
+    for &w in &pin.weights {
+        if w > 0.0 {
+            range.0 += w * low;
+            range.1 += w * high;
+        } else if w < 0.0 {
+            range.0 += w * high;
+            range.1 += w * low;
+        }
+    }
+    range
+}
+
+/// One species' checks: the fit and what a held fit needs.
+struct SpeciesProfiles<'p> {
+    plan: &'p CountPlan,
+    species: usize,
+    full: &'p SpeciesFit,
+    full_value: f64,
+}
+
+impl<'p> SpeciesProfiles<'p> {
+    fn new(plan: &'p CountPlan, species: usize) -> Self {
+        let full = &plan.estimate.species[species];
+        let mut profiles = SpeciesProfiles {
+            plan,
+            species,
+            full,
+            full_value: 0.0,
+        };
+        profiles.full_value = profiles.penalised(full);
+        profiles
+    }
+
+    /// M of a fit: −(Laplace marginal) plus the curves' priors.
+    fn penalised(&self, fit: &SpeciesFit) -> f64 {
+        let problem = SpeciesProblem::new(&self.plan.model, self.species, free_warps_of(fit.sigma))
+            .with_settings(&self.plan.settings);
+        fit.negative_log_likelihood + problem.prior_penalty(&fit.state)
+    }
+
+    fn degree(&self, pin: &EffectPin) -> usize {
+        self.plan
+            .model
+            .structure()
+            .degree(pin.context, self.species)
+    }
+
+    /// D at `value`, fitted from `start`, with the held fit.
+    fn deviance_at(
+        &self,
+        pin: &EffectPin,
+        value: f64,
+        start: &SpeciesFit,
+    ) -> Result<(f64, SpeciesFit), String> {
+        let held = EffectPin {
+            value,
+            ..pin.clone()
+        };
+        // The random-effect SDs stay at the fit's: each held fit is then one
+        // Newton run, and D carries no noise from the variance updates'
+        // tolerance.
+        let settings = CountFitSettings {
+            fixed_sigma: Some(self.full.sigma),
+            ..self.plan.settings
+        };
+        let fit = fit_species_pinned(
+            &self.plan.model,
+            self.species,
+            (&start.state, start.sigma),
+            &settings,
+            &held,
+        )?;
+        if !fit.converged {
+            return Err(format!(
+                "the fit with the effect held at {value:.4} did not converge ({})",
+                fit.stop.as_deref().unwrap_or("stopped")
+            ));
+        }
+        let achieved = held.effect(&fit.state, self.degree(pin), self.plan.model.axis());
+        if (achieved - value).abs() > HOLD_TOLERANCE * (1.0 + value.abs()) {
+            return Err(format!("the effect cannot be held at {value:.4}"));
+        }
+        Ok((2.0 * (self.penalised(&fit) - self.full_value), fit))
+    }
+
+    fn check(&self, request: ProfileRequest, tolerance: f64) -> Result<EffectProfile, String> {
+        let (species, pin) = locate(self.plan, request.index)?;
+        if species != self.species {
+            return Err("internal: a request of another species".into());
+        }
+        let degree = self.degree(&pin);
+        let axis = self.plan.model.axis();
+        let estimate = pin.effect(&self.full.state, degree, axis);
+        let (se, q) = (request.standard_error, request.quantile);
+        if !(se.is_finite() && se > 0.0 && q.is_finite() && q > 0.0) {
+            return Err("the effect has no Wald standard error to check".into());
+        }
+        let mut result = EffectProfile {
+            index: request.index,
+            estimate,
+            deviance_zero: f64::NAN,
+            deviance_lower: f64::NAN,
+            deviance_upper: f64::NAN,
+            flagged: false,
+            lower: f64::NAN,
+            upper: f64::NAN,
+            lower_open: false,
+            upper_open: false,
+            fits: 0,
+            note: String::new(),
+        };
+        let mut notes: Vec<String> = Vec::new();
+        let range = effect_range(&pin, degree, axis);
+        let inside = |v: f64| v.clamp(range.0, range.1);
+        // The three checks, each from the fit.
+        let mut evaluated: Vec<(f64, f64, SpeciesFit)> = vec![(estimate, 0.0, self.full.clone())];
+        let mut check_at = |value: f64, result: &mut EffectProfile, notes: &mut Vec<String>| {
+            result.fits += 1;
+            match self.deviance_at(&pin, value, self.full) {
+                Ok((deviance, fit)) => {
+                    evaluated.push((value, deviance, fit));
+                    deviance
+                }
+                Err(message) => {
+                    notes.push(message);
+                    f64::NAN
+                }
+            }
+        };
+        result.deviance_zero = check_at(0.0, &mut result, &mut notes);
+        result.deviance_lower = check_at(inside(estimate - q * se), &mut result, &mut notes);
+        result.deviance_upper = check_at(inside(estimate + q * se), &mut result, &mut notes);
+        let root = |d: f64| d.max(0.0).sqrt();
+        let z = estimate / se;
+        let signed_zero = estimate.signum() * root(result.deviance_zero);
+        let checks = [
+            result.deviance_zero,
+            result.deviance_lower,
+            result.deviance_upper,
+        ];
+        let better = checks.iter().any(|&d| d < -BETTER_FIT);
+        if better {
+            notes
+                .push("a fit with the effect held is better than the fit (a local optimum)".into());
+        }
+        result.flagged = checks.iter().any(|d| d.is_nan())
+            || better
+            || (signed_zero - z).abs() > tolerance
+            || (root(result.deviance_lower) - q).abs() > tolerance
+            || (root(result.deviance_upper) - q).abs() > tolerance
+            || ((z.abs() > q) != (result.deviance_zero > q * q));
+        if result.flagged {
+            for (direction, limit) in [(-1.0, range.0), (1.0, range.1)] {
+                let end = self.interval_end(&pin, estimate, direction, limit, q, &mut evaluated);
+                result.fits += end.fits;
+                if let Some(message) = end.note {
+                    notes.push(message);
+                }
+                if direction < 0.0 {
+                    (result.lower, result.lower_open) = (end.value, end.open);
+                } else {
+                    (result.upper, result.upper_open) = (end.value, end.open);
+                }
+            }
+        }
+        notes.dedup();
+        result.note = notes.join("; ");
+        Ok(result)
+    }
+
+    /// One end of the profile interval: where √D crosses q on the side
+    /// `direction` of the estimate, up to `limit`. `evaluated` holds the
+    /// held fits so far (value, D, fit); each new fit starts from the one
+    /// nearest its value.
+    fn interval_end(
+        &self,
+        pin: &EffectPin,
+        estimate: f64,
+        direction: f64,
+        limit: f64,
+        q: f64,
+        evaluated: &mut Vec<(f64, f64, SpeciesFit)>,
+    ) -> IntervalEnd {
+        let mut fits = 0;
+        let side = |v: f64| (v - estimate) * direction;
+        let root = |d: f64| d.max(0.0).sqrt();
+        let mut limit = limit;
+        loop {
+            // The farthest point below q and the nearest at or above it, on
+            // this side (the estimate itself is at D = 0).
+            let mut below: Option<(f64, f64)> = None;
+            let mut above: Option<(f64, f64)> = None;
+            for &(v, d, _) in evaluated.iter() {
+                if side(v) < 0.0 || d.is_nan() {
+                    continue;
+                }
+                let r = root(d);
+                if r < q {
+                    if below.is_none_or(|(bv, _)| side(v) > side(bv)) {
+                        below = Some((v, r));
+                    }
+                } else if above.is_none_or(|(av, _)| side(v) < side(av)) {
+                    above = Some((v, r));
+                }
+            }
+            let (below_v, below_r) = below.unwrap_or((estimate, 0.0));
+            let next = match above {
+                Some((above_v, above_r)) => {
+                    if (above_r - q).abs() < ROOT_TOLERANCE {
+                        return IntervalEnd::found(above_v, fits);
+                    }
+                    if (below_r - q).abs() < ROOT_TOLERANCE {
+                        return IntervalEnd::found(below_v, fits);
+                    }
+                    below_v + (q - below_r) * (above_v - below_v) / (above_r - below_r)
+                }
+                None => {
+                    if side(below_v) >= side(limit) - 1e-9 {
+                        return IntervalEnd {
+                            value: limit,
+                            open: true,
+                            fits,
+                            note: None,
+                        };
+                    }
+                    // Extrapolate √D along the two farthest points; at least
+                    // half again as far, at most to the limit.
+                    let nearer = evaluated
+                        .iter()
+                        .filter(|(v, d, _)| {
+                            !d.is_nan() && side(*v) >= 0.0 && side(*v) < side(below_v)
+                        })
+                        .map(|(v, d, _)| (*v, root(*d)))
+                        .max_by(|a, b| side(a.0).total_cmp(&side(b.0)))
+                        .unwrap_or((estimate, 0.0));
+                    let distance = side(below_v) - side(nearer.0);
+                    let slope = if distance > 1e-12 {
+                        (below_r - nearer.1) / distance
+                    } else {
+                        0.0
+                    };
+                    let reach = side(below_v).max(1e-6);
+                    let step = if slope > 1e-9 {
+                        ((q - below_r) / slope).max(0.5 * reach)
+                    } else {
+                        reach
+                    };
+                    let target = below_v + direction * step;
+                    if side(target) > side(limit) {
+                        limit
+                    } else {
+                        target
+                    }
+                }
+            };
+            if fits >= SEARCH_FITS {
+                // Out of fits: bracketed, the secant's value; otherwise the
+                // farthest value held, as an open end.
+                let end = if above.is_some() { next } else { below_v };
+                return IntervalEnd {
+                    value: end,
+                    open: above.is_none(),
+                    fits,
+                    note: Some(format!(
+                        "the profile's {} end was not settled in {SEARCH_FITS} fits",
+                        if direction < 0.0 { "lower" } else { "upper" }
+                    )),
+                };
+            }
+            let start = evaluated
+                .iter()
+                .filter(|(_, d, _)| !d.is_nan())
+                .min_by(|a, b| (a.0 - next).abs().total_cmp(&(b.0 - next).abs()))
+                .map(|(_, _, fit)| fit.clone())
+                .unwrap_or_else(|| self.full.clone());
+            fits += 1;
+            match self.deviance_at(pin, next, &start) {
+                Ok((deviance, fit)) => evaluated.push((next, deviance, fit)),
+                Err(message) => {
+                    if side(next) > side(below_v) + 1e-9 && side(next) <= side(limit) {
+                        // Cannot be held there: the range ends before it.
+                        if (next - limit).abs() < 1e-9 || side(next) - side(below_v) < 1e-3 {
+                            return IntervalEnd {
+                                value: below_v,
+                                open: true,
+                                fits,
+                                note: Some(message),
+                            };
+                        }
+                        limit = below_v + 0.5 * (next - below_v);
+                        continue;
+                    }
+                    return IntervalEnd {
+                        value: f64::NAN,
+                        open: false,
+                        fits,
+                        note: Some(message),
+                    };
+                }
+            }
+        }
+    }
+}
+
+struct IntervalEnd {
+    value: f64,
+    open: bool,
+    fits: usize,
+    note: Option<String>,
+}
+
+impl IntervalEnd {
+    fn found(value: f64, fits: usize) -> Self {
+        IntervalEnd {
+            value,
+            open: false,
+            fits,
+            note: None,
+        }
+    }
+}
+
+/// Checks and, where flagged, profiles the effects `requests` of `plan`,
+/// one engine task per species that has any. A request that cannot be
+/// checked (no standard error, a failed species, a held fit that failed)
+/// is returned flagged with NaN and its reason in `note`.
+pub(crate) fn profile_effects(
+    plan: &CountPlan,
+    requests: &[ProfileRequest],
+    tolerance: f64,
+    options: &PoolOptions,
+    interrupted: impl FnMut() -> bool,
+    progress: impl FnMut(usize, usize),
+) -> Result<Vec<EffectProfile>, Error> {
+    let mut by_species: Vec<(usize, Vec<ProfileRequest>)> = Vec::new();
+    for request in requests {
+        let (species, _) = locate(plan, request.index).map_err(Error::input)?;
+        match by_species.iter_mut().find(|(s, _)| *s == species) {
+            Some((_, list)) => list.push(*request),
+            None => by_species.push((species, vec![*request])),
+        }
+    }
+    let outcomes = engine::map_tasks(
+        by_species.len(),
+        options,
+        |task| {
+            let (species, list) = &by_species[task - 1];
+            let full = &plan.estimate.species[*species];
+            let profiles = SpeciesProfiles::new(plan, *species);
+            Ok(list
+                .iter()
+                .map(|&request| {
+                    if full.has_failed() {
+                        return unchecked(request, "the gene's fit failed".into());
+                    }
+                    profiles
+                        .check(request, tolerance)
+                        .unwrap_or_else(|message| unchecked(request, message))
+                })
+                .collect::<Vec<EffectProfile>>())
+        },
+        interrupted,
+        progress,
+    )?;
+    let mut out = Vec::with_capacity(requests.len());
+    for ((_, list), outcome) in by_species.iter().zip(outcomes) {
+        match outcome {
+            Ok(profiles) => out.extend(profiles),
+            Err(failure) => {
+                let message = match failure {
+                    Failure::Task(message) => message,
+                    other => other.to_string(),
+                };
+                out.extend(list.iter().map(|&r| unchecked(r, message.clone())));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn unchecked(request: ProfileRequest, note: String) -> EffectProfile {
+    EffectProfile {
+        index: request.index,
+        estimate: f64::NAN,
+        deviance_zero: f64::NAN,
+        deviance_lower: f64::NAN,
+        deviance_upper: f64::NAN,
+        flagged: true,
+        lower: f64::NAN,
+        upper: f64::NAN,
+        lower_open: false,
+        upper_open: false,
+        fits: 0,
+        note,
+    }
+}
