@@ -484,6 +484,9 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
   # Effects a reduced model holds at 0 are not estimated, so not tested.
   tested <- p$role %in% "beta" & !held_rows(p)
   shown <- p$role %in% c("baseline", "beta")
+  # How each effect is tested: a profile fit's effects are Wald unless profiled.
+  row_method <- rep(if (method == "profile") "wald" else method, length(estimates))
+  flagged <- rep(NA, length(estimates))
   profiles <- NULL
   if (method %in% c("wald", "profile")) {
     require_likelihood(fit, paste0(
@@ -498,8 +501,6 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
     lower <- wald$lower
     upper <- wald$upper
     p_value <- ifelse(tested, wald$p.value, NA_real_)
-    row_method <- rep("wald", length(estimates))
-    flagged <- rep(NA, length(estimates))
     if (method == "profile") {
       checked <- which(tested & p$component %in% "tpoint" & is.finite(se) & se > 0)
       profiles <- profile_checks(fit, checked, estimates, se, df, alpha, tolerance, max.fork)
@@ -525,8 +526,6 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
     se <- apply(replicates, 2, stats::sd, na.rm = TRUE)
     df <- rep(NA_real_, length(estimates))
     replicates_used <- nrow(replicates)
-    row_method <- rep(method, length(estimates))
-    flagged <- rep(NA, length(estimates))
   } else {
     if (!has_replicates) {
       stop_input("percentile statistics need bootstrap replicates: run bs_batch() and pass ",
@@ -545,8 +544,6 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
     se <- apply(replicates, 2, stats::sd, na.rm = TRUE)
     df <- rep(NA_real_, length(estimates))
     replicates_used <- nrow(replicates)
-    row_method <- rep(method, length(estimates))
-    flagged <- rep(NA, length(estimates))
   }
   # A reduced model's held effects are 0 by construction: no variance, no test.
   held <- held_rows(p)

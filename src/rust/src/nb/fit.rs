@@ -321,7 +321,8 @@ pub(crate) fn fit_species_pinned(
 ) -> Result<SpeciesFit, String> {
     let degree = model.structure().degree(pin.context, species);
     let axis = model.axis();
-    if !super::pin::pin_is_estimable(&SpeciesProblem::new(model, species, [false; 3]), pin) {
+    let layout = super::unknowns::SpeciesLayout::new(model, species, [false; 3]);
+    if !super::pin::pin_is_estimable(&layout, pin) {
         return Err("the held effect involves a curve that is not estimated".into());
     }
     let (mut state, mut sigma) = (start.0.clone(), start.1);

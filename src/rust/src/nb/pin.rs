@@ -18,7 +18,7 @@ use super::curve::{curve_len, Axis, CurveValues, SLOPE_MAX};
 use super::linalg::BorderedMatrix;
 use super::objective::{curve_block, SpeciesProblem};
 use super::priors::HELD_PRECISION;
-use super::unknowns::SpeciesState;
+use super::unknowns::{SpeciesLayout, SpeciesState};
 use crate::curve::sigmoid;
 use crate::design::Component;
 
@@ -198,8 +198,7 @@ impl<'m> SpeciesProblem<'m> {
 
 /// Whether every curve the effect involves is estimated in this species
 /// (an effect of a curve without observed rows is not reported).
-pub(crate) fn pin_is_estimable(problem: &SpeciesProblem, pin: &EffectPin) -> bool {
-    let layout = &problem.layout;
+pub(crate) fn pin_is_estimable(layout: &SpeciesLayout, pin: &EffectPin) -> bool {
     pin.context < layout.contexts
         && pin.weights.len() == layout.treatments
         && pin.block < pin.component.count(layout.degrees[pin.context])

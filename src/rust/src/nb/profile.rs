@@ -68,29 +68,33 @@ pub(crate) struct EffectProfile {
     pub note: String,
 }
 
-/// Where effect `index` of the reported vector sits: species, and the pin
-/// (held at 0) that holds it.
-fn locate(plan: &CountPlan, index: usize) -> Result<(usize, EffectPin), String> {
+/// Where each effect of `indices` (positions in the reported vector) sits:
+/// its species, and the pin (held at 0) that holds it. One pass over the
+/// layout for all of them.
+fn locate_all(plan: &CountPlan, indices: &[usize]) -> Result<Vec<(usize, EffectPin)>, String> {
     let model = &plan.model;
     let layout = CountLayout::new(model.design(), model.structure())?;
     let shape = model.table().shape();
     let inverse = inverse_weights(model)?;
     let treatments = shape.treatments;
+    let mut found: Vec<Option<(usize, EffectPin)>> = vec![None; indices.len()];
     for s in 0..shape.species {
         for c in 0..shape.contexts {
             let degree = model.structure().degree(c, s);
             for component in Component::ALL {
                 for k in 0..component.count(degree) {
                     for j in 1..treatments {
-                        if layout.original.beta_index(component, c, s, k, j) == Some(index) {
-                            let weights = inverse[j * treatments..(j + 1) * treatments].to_vec();
-                            return Ok((
+                        let Some(index) = layout.original.beta_index(component, c, s, k, j) else {
+                            continue;
+                        };
+                        for (slot, _) in indices.iter().enumerate().filter(|(_, &i)| i == index) {
+                            found[slot] = Some((
                                 s,
                                 EffectPin {
                                     context: c,
                                     component,
                                     block: k,
-                                    weights,
+                                    weights: inverse[j * treatments..(j + 1) * treatments].to_vec(),
                                     value: 0.0,
                                 },
                             ));
@@ -100,10 +104,18 @@ fn locate(plan: &CountPlan, index: usize) -> Result<(usize, EffectPin), String> 
             }
         }
     }
-    Err(format!(
-        "parameter {} is not a treatment effect of a curve",
-        index + 1
-    ))
+    found
+        .into_iter()
+        .zip(indices)
+        .map(|(pin, &index)| {
+            pin.ok_or_else(|| {
+                format!(
+                    "parameter {} is not a treatment effect of a curve",
+                    index + 1
+                )
+            })
+        })
+        .collect()
 }
 
 /// The range an effect can take: each treatment's value within its
@@ -136,16 +148,22 @@ struct SpeciesProfiles<'p> {
     plan: &'p CountPlan,
     species: usize,
     full: &'p SpeciesFit,
+    /// The species' problem for its priors (every held fit keeps the fit's
+    /// random-effect SDs, so one problem serves them all).
+    priors: SpeciesProblem<'p>,
     full_value: f64,
 }
 
 impl<'p> SpeciesProfiles<'p> {
     fn new(plan: &'p CountPlan, species: usize) -> Self {
         let full = &plan.estimate.species[species];
+        let priors = SpeciesProblem::new(&plan.model, species, free_warps_of(full.sigma))
+            .with_settings(&plan.settings);
         let mut profiles = SpeciesProfiles {
             plan,
             species,
             full,
+            priors,
             full_value: 0.0,
         };
         profiles.full_value = profiles.penalised(full);
@@ -154,9 +172,7 @@ impl<'p> SpeciesProfiles<'p> {
 
     /// M of a fit: −(Laplace marginal) plus the curves' priors.
     fn penalised(&self, fit: &SpeciesFit) -> f64 {
-        let problem = SpeciesProblem::new(&self.plan.model, self.species, free_warps_of(fit.sigma))
-            .with_settings(&self.plan.settings);
-        fit.negative_log_likelihood + problem.prior_penalty(&fit.state)
+        fit.negative_log_likelihood + self.priors.prior_penalty(&fit.state)
     }
 
     fn degree(&self, pin: &EffectPin) -> usize {
@@ -204,11 +220,13 @@ impl<'p> SpeciesProfiles<'p> {
         Ok((2.0 * (self.penalised(&fit) - self.full_value), fit))
     }
 
-    fn check(&self, request: ProfileRequest, tolerance: f64) -> Result<EffectProfile, String> {
-        let (species, pin) = locate(self.plan, request.index)?;
-        if species != self.species {
-            return Err("internal: a request of another species".into());
-        }
+    fn check(
+        &self,
+        request: ProfileRequest,
+        pin: &EffectPin,
+        tolerance: f64,
+    ) -> Result<EffectProfile, String> {
+        let pin = pin.clone();
         let degree = self.degree(&pin);
         let axis = self.plan.model.axis();
         let estimate = pin.effect(&self.full.state, degree, axis);
@@ -453,12 +471,15 @@ pub(crate) fn profile_effects(
     interrupted: impl FnMut() -> bool,
     progress: impl FnMut(usize, usize),
 ) -> Result<Vec<EffectProfile>, Error> {
-    let mut by_species: Vec<(usize, Vec<ProfileRequest>)> = Vec::new();
-    for request in requests {
-        let (species, _) = locate(plan, request.index).map_err(Error::input)?;
+    let indices: Vec<usize> = requests.iter().map(|r| r.index).collect();
+    let located = locate_all(plan, &indices).map_err(Error::input)?;
+    // Per species its requests, each with its position among `requests`
+    // (the results come back in the requests' order).
+    let mut by_species: Vec<(usize, Vec<Located>)> = Vec::new();
+    for (position, (request, (species, pin))) in requests.iter().zip(located).enumerate() {
         match by_species.iter_mut().find(|(s, _)| *s == species) {
-            Some((_, list)) => list.push(*request),
-            None => by_species.push((species, vec![*request])),
+            Some((_, list)) => list.push((position, *request, pin)),
+            None => by_species.push((species, vec![(position, *request, pin)])),
         }
     }
     let outcomes = engine::map_tasks(
@@ -470,34 +491,42 @@ pub(crate) fn profile_effects(
             let profiles = SpeciesProfiles::new(plan, *species);
             Ok(list
                 .iter()
-                .map(|&request| {
+                .map(|(_, request, pin)| {
                     if full.has_failed() {
-                        return unchecked(request, "the gene's fit failed".into());
+                        return unchecked(*request, "the gene's fit failed".into());
                     }
                     profiles
-                        .check(request, tolerance)
-                        .unwrap_or_else(|message| unchecked(request, message))
+                        .check(*request, pin, tolerance)
+                        .unwrap_or_else(|message| unchecked(*request, message))
                 })
                 .collect::<Vec<EffectProfile>>())
         },
         interrupted,
         progress,
     )?;
-    let mut out = Vec::with_capacity(requests.len());
+    let mut out: Vec<Option<EffectProfile>> = vec![None; requests.len()];
     for ((_, list), outcome) in by_species.iter().zip(outcomes) {
-        match outcome {
-            Ok(profiles) => out.extend(profiles),
+        let profiles: Vec<EffectProfile> = match outcome {
+            Ok(profiles) => profiles,
             Err(failure) => {
                 let message = match failure {
                     Failure::Task(message) => message,
                     other => other.to_string(),
                 };
-                out.extend(list.iter().map(|&r| unchecked(r, message.clone())));
+                list.iter()
+                    .map(|(_, r, _)| unchecked(*r, message.clone()))
+                    .collect()
             }
+        };
+        for ((position, _, _), profile) in list.iter().zip(profiles) {
+            out[*position] = Some(profile);
         }
     }
-    Ok(out)
+    Ok(out.into_iter().flatten().collect())
 }
+
+/// A request with its position among the requests and its pin.
+type Located = (usize, ProfileRequest, EffectPin);
 
 fn unchecked(request: ProfileRequest, note: String) -> EffectProfile {
     EffectProfile {
@@ -513,5 +542,86 @@ fn unchecked(request: ProfileRequest, note: String) -> EffectProfile {
         upper_open: false,
         fits: 0,
         note,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests_support::fitted_plan;
+    use super::*;
+
+    /// Point effects of every species, positions in the reported vector,
+    /// the species taken in turn (so that one species' requests are not
+    /// contiguous, as a fit of several contexts lays them out).
+    fn point_requests(plan: &CountPlan) -> Vec<ProfileRequest> {
+        let model = &plan.model;
+        let layout = CountLayout::new(model.design(), model.structure()).unwrap();
+        let shape = model.table().shape();
+        let per_species: Vec<Vec<usize>> = (0..shape.species)
+            .map(|s| {
+                let mut indices = Vec::new();
+                for c in 0..shape.contexts {
+                    for k in 0..model.structure().degree(c, s) {
+                        for j in 1..shape.treatments {
+                            indices.push(
+                                layout
+                                    .original
+                                    .beta_index(Component::Point, c, s, k, j)
+                                    .unwrap(),
+                            );
+                        }
+                    }
+                }
+                indices
+            })
+            .collect();
+        let longest = per_species.iter().map(Vec::len).max().unwrap_or(0);
+        (0..longest)
+            .flat_map(|i| {
+                per_species
+                    .iter()
+                    .rev()
+                    .filter_map(move |list| list.get(i).copied())
+            })
+            .map(|index| ProfileRequest {
+                index,
+                standard_error: 0.5,
+                quantile: 1.96,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn results_come_back_in_the_requests_order_and_alone_equal_together() {
+        let plan = fitted_plan(5);
+        let requests = point_requests(&plan);
+        let species: Vec<usize> =
+            locate_all(&plan, &requests.iter().map(|r| r.index).collect::<Vec<_>>())
+                .unwrap()
+                .into_iter()
+                .map(|(s, _)| s)
+                .collect();
+        assert!(
+            species.windows(2).any(|w| w[0] > w[1]),
+            "requests must interleave species: {species:?}"
+        );
+        let serial = PoolOptions::default();
+        let together =
+            profile_effects(&plan, &requests, 0.25, &serial, || false, |_, _| {}).unwrap();
+        assert_eq!(together.len(), requests.len());
+        for (request, profile) in requests.iter().zip(&together) {
+            assert_eq!(profile.index, request.index);
+            let alone =
+                profile_effects(&plan, &[*request], 0.25, &serial, || false, |_, _| {}).unwrap();
+            // (Debug form: NaN interval ends compare equal there.)
+            assert_eq!(format!("{:?}", alone[0]), format!("{profile:?}"));
+        }
+        // A position that is not a treatment effect of a curve is an error.
+        let baseline = ProfileRequest {
+            index: 0,
+            standard_error: 1.0,
+            quantile: 1.96,
+        };
+        assert!(profile_effects(&plan, &[baseline], 0.25, &serial, || false, |_, _| {}).is_err());
     }
 }
