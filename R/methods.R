@@ -426,8 +426,10 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
     cat(strwrap(sprintf(paste0(
       "Caution: the smallest group has %d animals; below %d per group the Wald tests of ",
       "transition points were anti-conservative in the calibration benchmark ",
-      "(vignette(\"inference\")): bootstrap them (bs_batch(resample = \"parametric\")) ",
-      "before reading their stars."), x$small.design, WALD_CALIBRATED_ANIMALS), exdent = 2),
+      "(vignette(\"inference\")): check them by profile likelihood ",
+      "(wisp_statistics(fit, method = \"profile\")) or bootstrap them ",
+      "(bs_batch(resample = \"parametric\")) before reading their stars."), x$small.design,
+      WALD_CALIBRATED_ANIMALS), exdent = 2),
       sep = "\n")
   }
   if (!many_genes && !is.null(x$gene.tests)) {

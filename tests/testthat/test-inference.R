@@ -90,6 +90,8 @@ test_that("wisp() warns when its Wald tests of points are outside the calibrated
   expect_match(conditionMessage(caught),
                "calibrated from 5 animals per group; this fit's smallest group has 3")
   expect_match(conditionMessage(caught), "resample = \"parametric\"", fixed = TRUE)
+  expect_match(conditionMessage(caught), "wisp_statistics(fit, method = \"profile\")",
+               fixed = TRUE)
   expect_match(conditionMessage(caught), "gene-level tests, anova(fit)", fixed = TRUE)
   expect_match(conditionMessage(caught), "with 3 animals per genotype", fixed = TRUE)
   # The benchmark's figures for 3 animals per genotype, from the shipped table.
@@ -130,6 +132,8 @@ test_that("summary() repeats the small-design caution of Wald tests of points", 
   s <- summary(fit)
   expect_identical(s$small.design, 3L)
   expect_output(print(s), "Caution: the smallest group has 3 animals")
+  expect_match(paste(capture.output(print(s)), collapse = " "),
+               "wisp_statistics(fit, method = \"profile\")", fixed = TRUE)
   # Percentile statistics from a bootstrap: no Wald tests, no caution.
   boot <- suppressWarnings(bs_batch(fit, 9, backend = "serial", seed = 1, progress = FALSE))
   booted <- suppressWarnings(wisp_statistics(fit, boot = boot))

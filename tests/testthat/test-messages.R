@@ -2,8 +2,9 @@
 # counts, plurals, the width of the summary table, and ?wisp.
 
 messages_fit <- once(function() {
-  wisp(wisp_simulate(n.genes = 1, n.random = 2, n.bins = 12, cells.per.bin = 2, seed = 6),
-       model.settings = list(LRO_cost = "none"), verbose = FALSE)
+  without_design_warning(
+    wisp(wisp_simulate(n.genes = 1, n.random = 2, n.bins = 12, cells.per.bin = 2, seed = 6),
+         model.settings = list(LRO_cost = "none"), verbose = FALSE))
 })
 
 test_that("bs_batch() without bootstraps.num is an input error", {
