@@ -218,8 +218,9 @@ print.wisp <- function(x, ...) {
       tests <- if (is.null(s$tests)) sum(!is.na(s$parameters$p.value)) else s$tests
       short <- !is.null(s$resolution) && !s$resolution$holm_can_reject &&
         !identical(s$adjustment, "none")
-      cat(sprintf("%s of %d treatment effects: %d significant (%s-adjusted within each gene, alpha %g)%s; see summary()\n",
-                  how, as.integer(tests), significant(s), s$adjustment, s$alpha,
+      cat(sprintf("%s of %s: %d significant (%s-adjusted within each gene, alpha %g)%s; see summary()\n",
+                  how, count_noun(as.integer(tests), "treatment effect"), significant(s),
+                  s$adjustment, s$alpha,
                   if (short) {
                     sprintf("; too few replicates to reject any (%d needed)",
                             as.integer(s$resolution$needed))
@@ -227,9 +228,9 @@ print.wisp <- function(x, ...) {
     }
   } else if (wisp_has_statistics(x) && x$stats$method %in% c("wald", "profile")) {
     s <- x$stats
-    cat(sprintf("Not bootstrapped; Wald tests of %d treatment effects%s: %d significant (%s-adjusted within each gene, alpha %g); see summary()\n",
-                as.integer(s$tests), profile_count_text(s), significant(s), s$adjustment,
-                s$alpha))
+    cat(sprintf("Not bootstrapped; Wald tests of %s%s: %d significant (%s-adjusted within each gene, alpha %g); see summary()\n",
+                count_noun(as.integer(s$tests), "treatment effect"), profile_count_text(s),
+                significant(s), s$adjustment, s$alpha))
     if (!is.null(x$gene.tests)) {
       cat("Gene-level tests (anova(fit)): ", paste(gene_call_lines(x$gene.tests), collapse = "; "),
           "\n", sep = "")

@@ -73,6 +73,13 @@ test_that("messages count in the singular for one", {
   expect_true(any(grepl("1 context,", messages, fixed = TRUE)))
   expect_false(any(grepl("\\b1 [a-z ]*(contexts|genes|levels|treatments|transitions|workers)\\b",
                          messages)))
+  # A flat curve has one tested effect (the rate's hemisphere effect).
+  flat <- without_design_warning(wisp(counts, degrees = 0L, verbose = FALSE,
+                                      model.settings = list(LRO_cost = "none")))
+  expect_identical(sum(!is.na(flat$stats$parameters$p.value)), 1L)
+  out <- capture.output(print(flat))
+  expect_true(any(grepl("Wald tests of 1 treatment effect:", out, fixed = TRUE)))
+  expect_false(any(grepl("\\b1 treatment effects\\b", out)))
 })
 
 test_that("print(summary(fit)) keeps p.adj and the marks beside the estimates at width 80", {
