@@ -131,20 +131,16 @@ warn_wald_small_design <- function(fit, call = sys.call(-1)) {
     ": in the calibration benchmark with %d animals per genotype, %.1f %% of true-null tpoint ",
     "effects had p < 0.05 and their 95 %% intervals covered %.1f %% of the true values"),
     as.integer(closest), 100 * measured$false_positive, 100 * measured$coverage)
-  profile <- if (identical(fit$stats$method, "wald")) {
-    "check them by profile likelihood (wisp_statistics(fit, method = \"profile\")), "
-  } else {
-    ""
-  }
   warning(structure(
     class = c("wisp_design_warning", "warning", "condition"),
     list(message = sprintf(paste0(
       "Wald tests of transition-point (tpoint) effects are calibrated from %d animals per group; ",
-      "this fit's smallest group has %d%s. Read the tpoint p-values with caution, %sor ",
+      "this fit's smallest group has %d%s. Read the tpoint p-values with caution, check them by ",
+      "profile likelihood (wisp_statistics(fit, method = \"profile\")), or ",
       "bootstrap them: bs_batch(fit, resample = \"parametric\"). Whether a factor changes a gene ",
       "at all is answered by the gene-level tests, anova(fit) (fit$gene.tests) ",
       "(vignette(\"inference\", package = \"wispack\"))."), WALD_CALIBRATED_ANIMALS, smallest,
-      figures, profile),
+      figures),
       call = call)
   ))
 }

@@ -427,10 +427,13 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
     cat(strwrap(sprintf(paste0(
       "Caution: the smallest group has %d animals; below %d per group the Wald tests of ",
       "transition points were anti-conservative in the calibration benchmark ",
-      "(vignette(\"inference\")): check them by profile likelihood ",
-      "(wisp_statistics(fit, method = \"profile\")) or bootstrap them ",
-      "(bs_batch(resample = \"parametric\")) before reading their stars."), x$small.design,
-      WALD_CALIBRATED_ANIMALS), exdent = 2),
+      "(vignette(\"inference\")): %sbootstrap them (bs_batch(resample = \"parametric\")) ",
+      "before reading their stars."), x$small.design, WALD_CALIBRATED_ANIMALS,
+      if (identical(x$method, "wald")) {
+        "check them by profile likelihood (wisp_statistics(fit, method = \"profile\")) or "
+      } else {
+        ""
+      }), exdent = 2),
       sep = "\n")
   }
   if (!many_genes && !is.null(x$gene.tests)) {

@@ -134,6 +134,12 @@ test_that("summary() repeats the small-design caution of Wald tests of points", 
   expect_output(print(s), "Caution: the smallest group has 3 animals")
   expect_match(paste(capture.output(print(s)), collapse = " "),
                "wisp_statistics(fit, method = \"profile\")", fixed = TRUE)
+  # Profile statistics keep the caution but do not send the user to them.
+  profiled <- summary(wisp_statistics(fit, method = "profile"))
+  expect_identical(profiled$small.design, 3L)
+  out <- paste(capture.output(print(profiled)), collapse = " ")
+  expect_match(out, "Caution: the smallest group has 3 animals", fixed = TRUE)
+  expect_false(grepl("method = \"profile\"", out, fixed = TRUE))
   # Percentile statistics from a bootstrap: no Wald tests, no caution.
   boot <- suppressWarnings(bs_batch(fit, 9, backend = "serial", seed = 1, progress = FALSE))
   booted <- suppressWarnings(wisp_statistics(fit, boot = boot))

@@ -147,14 +147,6 @@ test_that("profile deviances and intervals match a brute-force profile by stats:
   free <- function(x) {
     objective(x[1:4], x[5:6], lower + (upper - lower) * expit(x[7:8]), x[9])
   }
-  held <- function(v) {
-    from <- lower + max(0, -v)
-    to <- upper - max(0, v)
-    function(x) {
-      left <- from + (to - from) * expit(x[7])
-      objective(x[1:4], x[5:6], c(left, left + v), x[8])
-    }
-  }
   minimise <- function(f, x) {
     best <- list(par = x, value = f(x))
     for (round in 1:4) {
@@ -177,9 +169,13 @@ test_that("profile deviances and intervals match a brute-force profile by stats:
   deviance <- function(v) {
     from <- lower + max(0, -v)
     to <- upper - max(0, v)
+    held <- function(x) {
+      left <- from + (to - from) * expit(x[7])
+      objective(x[1:4], x[5:6], c(left, left + v), x[8])
+    }
     left <- min(max(points[1], from + 1e-6), to - 1e-6)
     x <- c(top$par[1:6], reference_count_logit((left - from) / (to - from)), top$par[9])
-    2 * (minimise(held(v), x)$value - top$value)
+    2 * (minimise(held, x)$value - top$value)
   }
   q <- stats::qnorm(0.975)
   wald_ends <- check$estimate + c(-1, 1) * q * check$std.error
