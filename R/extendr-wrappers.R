@@ -117,9 +117,9 @@ count_curve_gradients_rust <- function(plan, parameters, context, species, treat
 count_bands_rust <- function(plan, samples, probabilities) rust_result(.Call(wrap__count_bands_rust, plan, samples, probabilities))
 
 #' The Wald covariance of the reported fixed effects and dispersions, one
-#' block per species: positions (from 1) in the reported vector and the
-#' block, row-major; NULL for a species whose Hessian is not positive
-#' definite.
+#' block per species: positions (from 1) in the reported vector, the block
+#' and its within-animal share (`conditional`), both row-major; NULL for a
+#' species whose Hessian is not positive definite.
 #' @keywords internal
 #' @noRd
 count_vcov_rust <- function(plan) rust_result(.Call(wrap__count_vcov_rust, plan))

@@ -35,12 +35,67 @@ design_terms <- function(fit) {
 # (rows of the parameter table) of the term's treatments that the full fit
 # estimates. The degrees of freedom of the chi-square reference.
 term_degrees <- function(fit, effects) {
-  p <- fit$parameters
-  estimates <- unname(fit$fitted.parameters)
-  rows <- p$role %in% "beta" & p$treatment %in% effects & is.finite(estimates) &
-    !held_rows(p)
+  rows <- term_rows(fit, effects)
   genes <- fit$grouping.variables$species.lvls
-  as.integer(table(factor(p$species[rows], levels = genes)))
+  as.integer(table(factor(fit$parameters$species[rows], levels = genes)))
+}
+
+# Which rows of the parameter table are effects a term holds that the full
+# fit estimates.
+term_rows <- function(fit, effects) {
+  p <- fit$parameters
+  p$role %in% "beta" & p$treatment %in% effects & is.finite(unname(fit$fitted.parameters)) &
+    !held_rows(p)
+}
+
+# Per gene, the denominator degrees of freedom of the F reference of a
+# term's test (model vignette §15.4). A term whose factors all vary between
+# animals (genotype, with its interactions) is estimated against the
+# animals' spread, whose variance has animals - groups degrees of freedom;
+# its effects' Wald covariance V splits into that spread's share and the
+# within-animal share V_within. The multivariate Satterthwaite
+# approximation of Fai and Cornelius (1996) gives the df: one Satterthwaite
+# df per principal direction of V, combined through the mean of F. It is
+# animals - groups when the spread dominates and grows to Inf (the
+# chi-square) as it vanishes. Terms within animals get Inf. `covariance` is
+# wisp_covariance_blocks(fit); NA for a gene without estimated effects.
+term_denominator_df <- function(fit, term, covariance) {
+  genes <- fit$grouping.variables$species.lvls
+  spread_df <- animal_spread_df(fit)
+  if (is.null(spread_df) || !all(fit$design$between[term$factors] %in% TRUE)) {
+    return(rep(Inf, length(genes)))
+  }
+  rows <- term_rows(fit, term$effects)
+  species <- fit$parameters$species
+  vapply(genes, function(g) {
+    idx <- which(rows & species %in% g)
+    total <- covariance_rows(covariance, idx)
+    within <- covariance_rows(covariance, idx, "within")
+    defined <- is.finite(diag(total)) & is.finite(diag(within))
+    if (!any(defined)) return(NA_real_)
+    multivariate_satterthwaite_df(total[defined, defined, drop = FALSE],
+                                  within[defined, defined, drop = FALSE], spread_df)
+  }, 0, USE.NAMES = FALSE)
+}
+
+# Fai and Cornelius's denominator df of an F test of q effects with
+# covariance `total`, of which `within` is known and the rest is estimated on
+# `spread_df` degrees of freedom: with nu_i the Satterthwaite df of the i-th
+# principal direction of `total`, F's mean sum(nu_i / (nu_i - 2)) / q is
+# matched by F(q, nu): nu = 2 E / (E - q), E = sum(nu_i / (nu_i - 2)). A
+# direction with nu_i <= 2 leaves F's mean undefined: then min(nu_i).
+multivariate_satterthwaite_df <- function(total, within, spread_df) {
+  decomposition <- eigen(total, symmetric = TRUE)
+  kept <- decomposition$values > 1e-10 * max(decomposition$values)
+  directions <- decomposition$vectors[, kept, drop = FALSE]
+  variance <- decomposition$values[kept]
+  within_share <- colSums(directions * (within %*% directions))
+  nu <- satterthwaite_df(variance, within_share, spread_df)
+  nu[is.na(nu)] <- spread_df
+  if (any(nu <= 2)) return(min(nu))
+  expected <- sum(ifelse(is.finite(nu), nu / (nu - 2), 1))
+  if (expected <= length(nu)) return(Inf)
+  2 * expected / (expected - length(nu))
 }
 
 # Gene-level effect sizes of a term, from the full fit's population curves:
@@ -185,7 +240,7 @@ term_effect_sizes <- function(fit, term) {
 #'                         fixed.effects = list(genotype = c("WT", "KO")))
 #' fit <- wisp(counts, verbose = FALSE)
 #' wisp_gene_tests(fit)
-wisp_gene_tests <- function(object, terms = NULL, method = c("chisq", "bootstrap"),
+wisp_gene_tests <- function(object, terms = NULL, method = c("F", "chisq", "bootstrap"),
                             bootstraps = 199L, seed = 1L, max.fork = 1L, verbose = FALSE,
                             backend = c("fork", "future"), chunk.size = NULL,
                             resources = NULL) {
@@ -194,7 +249,7 @@ wisp_gene_tests <- function(object, terms = NULL, method = c("chisq", "bootstrap
   require_likelihood(fit, paste0(
     "gene-level tests need the count likelihood (likelihood = \"nb\"): the ",
     "original's objective is not a likelihood."), call = sys.call())
-  method <- match_choice(method, "method", c("chisq", "bootstrap"))
+  method <- match_choice(method, "method", c("F", "chisq", "bootstrap"))
   check_whole_number(bootstraps, "bootstraps", lower = 1)
   check_whole_number(seed, "seed")
   check_whole_number(max.fork, "max.fork", lower = 1)
@@ -226,6 +281,7 @@ wisp_gene_tests <- function(object, terms = NULL, method = c("chisq", "bootstrap
                " not a term of this design; its terms are ", quoted_names(names(available)), ".")
   }
   genes <- fit$grouping.variables$species.lvls
+  covariance <- if (method == "F") wisp_covariance_blocks(fit)
   on_futures <- if (backend == "future") {
     if (verbose) {
       message(sprintf("Gene-level tests of %s: reduced fits of %s on futures.",
@@ -245,18 +301,23 @@ wisp_gene_tests <- function(object, terms = NULL, method = c("chisq", "bootstrap
     df <- term_degrees(fit, term$effects)
     failed <- nzchar(reduced$failure)
     statistic[failed | df == 0L] <- NA_real_
-    p_value <- if (method == "chisq") {
-      stats::pchisq(statistic, df, lower.tail = FALSE)
-    } else {
+    den_df <- if (method == "F") term_denominator_df(fit, term, covariance) else
+      rep(Inf, length(genes))
+    p_value <- if (method == "bootstrap") {
       gene_bootstrap_p(fit$plan, reduced$plan, statistic, bootstraps, seed, max.fork)
+    } else {
+      # F(df, Inf) is the chi-square on df, divided by df.
+      ifelse(is.finite(den_df), stats::pf(statistic / df, df, den_df, lower.tail = FALSE),
+             stats::pchisq(statistic, df, lower.tail = FALSE))
     }
+    row_method <- if (method == "F") ifelse(is.finite(den_df), "F", "chisq") else method
     note <- ifelse(failed, paste("the reduced fit failed:", reduced$failure),
                    ifelse(df == 0L, "the fit estimates none of the term's effects",
                           ifelse(!reduced$converged, paste("the reduced fit did not converge:",
                                                            reduced$stop), "")))
     sizes <- term_effect_sizes(fit, term)
-    data.frame(gene = genes, term = term$term, df = df, statistic = statistic,
-               p.value = p_value, method = method,
+    data.frame(gene = genes, term = term$term, df = df, den.df = den_df, statistic = statistic,
+               p.value = p_value, method = row_method,
                p.adj = stats::p.adjust(p_value, method = "BH"),
                log.fc = sizes$log.fc, shift = sizes$shift,
                converged = reduced$converged & !failed, note = note,

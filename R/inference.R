@@ -276,11 +276,11 @@ vcov.wisp <- function(object, type = c("fixed", "beta"), ...) {
 # its genes' blocks, not a 20,000 x 20,000 matrix. A list: `blocks` (the
 # matrices), `block` and `position` (each reported parameter's block and
 # place in it; NA outside every block), `variance` (each parameter's
-# variance; NA outside every block), `conditional` (each value's variance
-# with the animals' random effects held at their estimates, the
-# within-animal share, for the Satterthwaite degrees of freedom of the Wald
-# tests) and `species` (each parameter's gene). covariance_rows() reads
-# submatrices from it; wisp_covariance() the whole matrix.
+# variance; NA outside every block), `within` (each block's share with the
+# animals' random effects held at their estimates, the within-animal part),
+# `conditional` (its diagonal, for the Satterthwaite degrees of freedom of
+# the Wald tests) and `species` (each parameter's gene). covariance_rows()
+# reads submatrices from it; wisp_covariance() the whole matrix.
 wisp_covariance_blocks <- function(fit) {
   names <- names(fit$fitted.parameters)
   n <- length(names)
@@ -289,17 +289,20 @@ wisp_covariance_blocks <- function(fit) {
   variance <- rep(NA_real_, n)
   conditional <- rep(NA_real_, n)
   matrices <- list()
+  within <- list()
   for (b in count_vcov_rust(fit$plan)) {
     if (is.null(b)) next
     k <- length(b$index)
     m <- matrix(b$matrix, k, k, byrow = TRUE)
+    w <- matrix(b$conditional, k, k, byrow = TRUE)
     matrices[[length(matrices) + 1L]] <- m
+    within[[length(within) + 1L]] <- w
     block[b$index] <- length(matrices)
     position[b$index] <- seq_len(k)
     variance[b$index] <- diag(m)
-    conditional[b$index] <- b$conditional
+    conditional[b$index] <- diag(w)
   }
-  list(blocks = matrices, block = block, position = position,
+  list(blocks = matrices, within = within, block = block, position = position,
        variance = stats::setNames(variance, names),
        conditional = stats::setNames(conditional, names),
        species = fit$parameters$species, names = names)
@@ -308,14 +311,16 @@ wisp_covariance_blocks <- function(fit) {
 # The covariance of the parameters at `idx` (positions in the reported
 # vector): from their gene's block; 0 between parameters of different genes
 # (independent); NA for a parameter outside every block.
-covariance_rows <- function(covariance, idx) {
+# `share = "within"` reads the within-animal share instead.
+covariance_rows <- function(covariance, idx, share = c("total", "within")) {
+  blocks <- covariance[[if (match.arg(share) == "total") "blocks" else "within"]]
   k <- length(idx)
   out <- matrix(NA_real_, k, k, dimnames = list(covariance$names[idx], covariance$names[idx]))
   block <- covariance$block[idx]
   for (b in unique(block[!is.na(block)])) {
     rows <- which(block %in% b)
     at <- covariance$position[idx[rows]]
-    out[rows, rows] <- covariance$blocks[[b]][at, at, drop = FALSE]
+    out[rows, rows] <- blocks[[b]][at, at, drop = FALSE]
   }
   species <- covariance$species[idx]
   cross <- outer(species, species, "!=")
@@ -345,11 +350,9 @@ wisp_covariance <- function(fit) {
 wald_degrees_of_freedom <- function(fit, variance, within) {
   p <- fit$parameters
   df <- rep(Inf, nrow(p))
+  between_df <- animal_spread_df(fit)
+  if (is.null(between_df)) return(df)
   between <- fit$design$between
-  groups <- fit$design$groups
-  if (is.null(between) || !any(between) || is.null(groups)) return(df)
-  animals <- length(groups)
-  between_df <- max(1, animals - length(unique(groups)))
   reference <- fit$fix$ref.lvl
   components <- stats::setNames(fit$treatment$components, fit$treatment$names)
   is_between <- vapply(fit$treatment$names, function(treatment) {
@@ -362,6 +365,16 @@ wald_degrees_of_freedom <- function(fit, variance, within) {
   satterthwaite <- satterthwaite_df(variance[at], within[at], between_df)
   df[at] <- ifelse(is.na(satterthwaite), between_df, satterthwaite)
   df
+}
+
+# The degrees of freedom of the animals' spread, animals - groups (at least
+# 1), where the groups are the cells of the factors that vary between
+# animals; NULL when no factor does.
+animal_spread_df <- function(fit) {
+  between <- fit$design$between
+  groups <- fit$design$groups
+  if (is.null(between) || !any(between) || is.null(groups)) return(NULL)
+  max(1, length(groups) - length(unique(groups)))
 }
 
 # Satterthwaite degrees of freedom of V = V_between + V_within with V_between

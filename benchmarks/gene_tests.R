@@ -22,10 +22,16 @@
 #   Rscript benchmarks/gene_tests.R full    # 40
 #   Rscript benchmarks/gene_tests.R panel   # 10 panels of 100 genes, 5 animals
 # Resumable (benchmarks/out/gene_tests/<mode>/); writes
-# benchmarks/results/gene_tests.csv (rates with Monte Carlo SEs; the
-# per-test rows stay in benchmarks/out/), copies it to
-# inst/extdata/gene_tests.csv (read by vignette("inference")) and prints a
-# Markdown table.
+# benchmarks/results/gene_tests.csv (rates with Monte Carlo SEs) and
+# benchmarks/results/gene_tests_rows_<mode>.csv (every test: its LR, df and
+# denominator df, so that any reference can be scored again without
+# refitting), copies the rates to inst/extdata/gene_tests.csv (read by
+# vignette("inference")) and prints a Markdown table.
+#
+# Each test is scored against both references: the F reference of the
+# default (`method = "F"`: LR / df against F(df, den.df), den.df the
+# multivariate Satterthwaite df of a between-animal term, Inf within) and
+# the chi-square on df (`method = "chisq"`).
 
 args <- commandArgs(trailingOnly = TRUE)
 mode <- if (length(args)) args[1] else "quick"
@@ -79,7 +85,7 @@ one_dataset <- function(design_name, animals, k) {
   fit <- suppressWarnings(wisp(data, verbose = FALSE, max.fork = workers))
   fit_seconds <- (proc.time() - started)[["elapsed"]]
   started <- proc.time()
-  tests <- as.data.frame(unclass(anova(fit, max.fork = workers)))
+  tests <- as.data.frame(unclass(anova(fit, method = "F", max.fork = workers)))
   test_seconds <- (proc.time() - started)[["elapsed"]]
   terms <- wispack:::design_terms(fit)
   names(terms) <- vapply(terms, `[[`, "", "term")
@@ -115,27 +121,51 @@ message("elapsed: ", format(round(difftime(Sys.time(), started, units = "mins"),
 files <- list.files(dir, "\\.rds$", full.names = TRUE)
 kept <- as.integer(sub(".*_k([0-9]+)\\.rds$", "\\1", files)) <= config$datasets
 rows <- do.call(rbind, lapply(files[kept], readRDS))
+if (is.null(rows$den.df)) stop("these per-data-set files predate den.df: remove ", dir)
+# Both references from the same statistics; BH per data set and term.
+rows$p.F <- ifelse(is.finite(rows$den.df),
+                   stats::pf(rows$statistic / rows$df, rows$df, rows$den.df, lower.tail = FALSE),
+                   stats::pchisq(rows$statistic, rows$df, lower.tail = FALSE))
+rows$p.chisq <- stats::pchisq(rows$statistic, rows$df, lower.tail = FALSE)
+by_set <- interaction(rows$design, rows$animals, rows$dataset, rows$term, drop = TRUE)
+rows$p.adj.F <- stats::ave(rows$p.F, by_set, FUN = function(p) stats::p.adjust(p, "BH"))
+rows$p.adj.chisq <- stats::ave(rows$p.chisq, by_set, FUN = function(p) stats::p.adjust(p, "BH"))
+raw <- rows[c("design", "animals", "dataset", "gene", "term", "null", "df", "den.df",
+              "statistic", "wald.screen", "fit.seconds", "test.seconds")]
+raw$den.df <- signif(raw$den.df, 5)
+raw$statistic <- signif(raw$statistic, 7)
+raw$wald.screen <- signif(raw$wald.screen, 5)
+utils::write.csv(raw, file.path("benchmarks", "results", sprintf("gene_tests_rows_%s.csv", mode)),
+                 row.names = FALSE)
 rate <- function(x) {
   x <- x[!is.na(x)]
   c(rate = mean(x), se = sqrt(mean(x) * (1 - mean(x)) / max(length(x), 1)), n = length(x))
 }
 # The false-discovery proportion of BH calls of one data set and term.
-fdp <- function(r) {
-  called <- !is.na(r$p.adj) & r$p.adj < alpha
+fdp <- function(r, adjusted) {
+  called <- !is.na(r[[adjusted]]) & r[[adjusted]] < alpha
   if (!any(called)) 0 else mean(r$null[called])
 }
 keys <- unique(rows[c("design", "animals", "term")])
 table <- do.call(rbind, lapply(seq_len(nrow(keys)), function(i) {
   key <- keys[i, ]
   r <- rows[rows$design == key$design & rows$animals == key$animals & rows$term == key$term, ]
-  size <- rate(r$p.value[r$null] < alpha)
-  power <- rate(r$p.value[!r$null] < alpha)
+  size <- rate(r$p.F[r$null] < alpha)
+  power <- rate(r$p.F[!r$null] < alpha)
+  size_chisq <- rate(r$p.chisq[r$null] < alpha)
+  power_chisq <- rate(r$p.chisq[!r$null] < alpha)
   screen <- rate(r$wald.screen[r$null] < alpha)
-  fdps <- vapply(split(r, r$dataset), fdp, 0)
+  fdps <- vapply(split(r, r$dataset), fdp, 0, adjusted = "p.adj.F")
+  fdps_chisq <- vapply(split(r, r$dataset), fdp, 0, adjusted = "p.adj.chisq")
   data.frame(mode = mode, design = key$design, animals = key$animals, term = key$term,
              datasets = length(unique(r$dataset)), null.tests = size[["n"]],
              fpr = size[["rate"]], fpr.se = size[["se"]],
              power = power[["rate"]], power.se = power[["se"]],
+             median.den.df = stats::median(r$den.df[r$null], na.rm = TRUE),
+             fpr.chisq = size_chisq[["rate"]], fpr.chisq.se = size_chisq[["se"]],
+             power.chisq = power_chisq[["rate"]], power.chisq.se = power_chisq[["se"]],
+             bh.fdr.chisq = mean(fdps_chisq),
+             bh.fdr.chisq.se = stats::sd(fdps_chisq) / sqrt(length(fdps_chisq)),
              wald.screen.fpr = screen[["rate"]], wald.screen.se = screen[["se"]],
              bh.fdr = mean(fdps), bh.fdr.se = stats::sd(fdps) / sqrt(length(fdps)),
              median.test.seconds = stats::median(r$test.seconds),
@@ -150,13 +180,25 @@ utils::write.csv(rbind(old, table), out, row.names = FALSE)
 # The vignette's table reads the installed copy.
 file.copy(out, file.path("inst", "extdata", "gene_tests.csv"), overwrite = TRUE)
 fmt <- function(x, se) sprintf("%.3f (%.3f)", x, se)
-cat("| design | animals | term | null tests | FPR (SE) | power (SE) | Wald screen FPR (SE) | BH FDR (SE) |\n")
-cat("|---|---|---|---|---|---|---|---|\n")
+cat("| design | animals | term | null tests | FPR, F (SE) | FPR, chi-square (SE) | power, F (SE) | Wald screen FPR (SE) | BH FDR, F (SE) |\n")
+cat("|---|---|---|---|---|---|---|---|---|\n")
 for (i in seq_len(nrow(table))) {
   t <- table[i, ]
-  cat(sprintf("| %s | %d | %s | %d | %s | %s | %s | %s |\n", t$design, t$animals, t$term,
-              t$null.tests, fmt(t$fpr, t$fpr.se), fmt(t$power, t$power.se),
-              fmt(t$wald.screen.fpr, t$wald.screen.se), fmt(t$bh.fdr, t$bh.fdr.se)))
+  cat(sprintf("| %s | %d | %s | %d | %s | %s | %s | %s | %s |\n", t$design, t$animals, t$term,
+              t$null.tests, fmt(t$fpr, t$fpr.se), fmt(t$fpr.chisq, t$fpr.chisq.se),
+              fmt(t$power, t$power.se), fmt(t$wald.screen.fpr, t$wald.screen.se),
+              fmt(t$bh.fdr, t$bh.fdr.se)))
+}
+# Pooled over the designs, per term and group size (every cell has as many
+# null tests).
+cat("\n| term | animals | null tests | FPR, F (SE) | FPR, chi-square (SE) | median den.df |\n")
+cat("|---|---|---|---|---|---|\n")
+for (key in split(rows[rows$null, ], list(rows$term[rows$null], rows$animals[rows$null]), drop = TRUE)) {
+  f <- rate(key$p.F < alpha)
+  x <- rate(key$p.chisq < alpha)
+  cat(sprintf("| %s | %d | %d | %s | %s | %.1f |\n", key$term[1], key$animals[1], f[["n"]],
+              fmt(f[["rate"]], f[["se"]]), fmt(x[["rate"]], x[["se"]]),
+              stats::median(key$den.df, na.rm = TRUE)))
 }
 
 # Headline figures for benchmarks/RESULTS.md (benchmarks/headlines.R).
@@ -165,7 +207,7 @@ if (mode == "full") {
   datasets <- Sys.getenv("WISPACK_BENCH_DATASETS")
   register_headline("gene_tests", c("p < 0.05 on true-null genes, every test", "power on the changed genes"),
                     sprintf("%.3f", c(sum(table$fpr * table$null.tests) / sum(table$null.tests),
-                                      mean(rows$p.value[!rows$null] < alpha))), "rate",
+                                      mean(rows$p.F[!rows$null] < alpha))), "rate",
                     paste0(if (nzchar(datasets)) paste0("WISPACK_BENCH_DATASETS=", datasets, " "),
                            "Rscript benchmarks/gene_tests.R full"),
                     commit = if (length(commit) && !is.na(commit[1])) commit[1] else "unknown")

@@ -17,9 +17,9 @@ use crate::saved;
 use extendr_api::prelude::*;
 
 /// The Wald covariance of the reported fixed effects and dispersions, one
-/// block per species: positions (from 1) in the reported vector and the
-/// block, row-major; NULL for a species whose Hessian is not positive
-/// definite.
+/// block per species: positions (from 1) in the reported vector, the block
+/// and its within-animal share (`conditional`), both row-major; NULL for a
+/// species whose Hessian is not positive definite.
 /// @keywords internal
 /// @noRd
 #[extendr]

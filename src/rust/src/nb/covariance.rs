@@ -23,10 +23,11 @@ pub(crate) struct SpeciesCovariance {
     pub indices: Vec<usize>,
     /// Row-major, indices.len()².
     pub matrix: Vec<f64>,
-    /// Per reported value, its variance with the random effects held at
-    /// their estimates (the part of `matrix`'s diagonal that is not due to
-    /// the animals' spread): the within-animal share that the Satterthwaite
-    /// degrees of freedom of the Wald tests need (model vignette §15.1).
+    /// The covariance with the random effects held at their estimates
+    /// (row-major, like `matrix`): the part of `matrix` that is not due to
+    /// the animals' spread, the within-animal share that the Satterthwaite
+    /// degrees of freedom of the Wald tests (its diagonal) and of the
+    /// gene-level tests (its blocks) need (model vignette §15.1).
     pub conditional: Vec<f64>,
 }
 
@@ -181,30 +182,30 @@ fn species_covariance(
     }
     // Cov = G H⁻¹ Gᵀ, with H⁻¹ applied column by column to Gᵀ's columns.
     let count = indices.len();
-    let mut solved: Vec<Option<Vec<f64>>> = Vec::with_capacity(count);
-    let mut conditional = Vec::with_capacity(count);
+    let mut solved: Vec<Option<(Vec<f64>, Vec<f64>)>> = Vec::with_capacity(count);
     for entries in &gradients {
         if entries.is_empty() {
             solved.push(None);
-            conditional.push(f64::NAN);
             continue;
         }
         let mut rhs = vec![0.0; n];
         for &(j, d) in entries {
             rhs[j] += d;
         }
-        let within = conditional_factor.solve(&rhs);
-        conditional.push(entries.iter().map(|&(j, d)| d * within[j]).sum());
-        solved.push(Some(factor.solve(&rhs)));
+        solved.push(Some((factor.solve(&rhs), conditional_factor.solve(&rhs))));
     }
     let mut matrix = vec![f64::NAN; count * count];
+    let mut conditional = vec![f64::NAN; count * count];
     for a in 0..count {
-        let Some(column) = &solved[a] else { continue };
+        let Some((column, within)) = &solved[a] else {
+            continue;
+        };
         for b in 0..count {
             if gradients[b].is_empty() {
                 continue;
             }
             matrix[a * count + b] = gradients[b].iter().map(|&(j, d)| d * column[j]).sum();
+            conditional[a * count + b] = gradients[b].iter().map(|&(j, d)| d * within[j]).sum();
         }
     }
     Ok(Some(SpeciesCovariance {
@@ -303,5 +304,78 @@ mod tests {
             (spread / wald - 1.0).abs() < 0.45,
             "spread {spread}, wald {wald}"
         );
+    }
+
+    #[test]
+    fn the_within_animal_share_is_a_part_of_the_covariance() {
+        // Holding the random effects at their estimates removes information
+        // about nothing and uncertainty about the animals: V − V_within is
+        // positive semidefinite (H⁻¹ restricted to the fixed coordinates
+        // dominates the inverse of their own block, a Schur complement
+        // fact), and both matrices are symmetric. Without random effects the
+        // two are equal.
+        let (model, _) = simulate(
+            &Simulation {
+                species: 1,
+                degrees: vec![1],
+                animals: 6,
+                sigma: [0.3, 0.1, 0.2],
+                missing: 0.0,
+                ..Simulation::default()
+            },
+            21,
+        );
+        let settings = CountFitSettings::default();
+        let fit = fit_species(&model, 0, None, None, &settings).unwrap();
+        assert!(
+            fit.sigma.iter().any(|&s| s > 0.0),
+            "the fit has random effects"
+        );
+        let cov = covariance(&model, &[fit], &settings)
+            .unwrap()
+            .remove(0)
+            .unwrap();
+        let k = cov.indices.len();
+        let defined: Vec<usize> = (0..k)
+            .filter(|&a| cov.matrix[a * k + a].is_finite())
+            .collect();
+        assert!(defined.len() >= 4);
+        let between = |a: usize, b: usize| cov.matrix[a * k + b] - cov.conditional[a * k + b];
+        for &a in &defined {
+            for &b in &defined {
+                let scale = (cov.matrix[a * k + a] * cov.matrix[b * k + b]).sqrt();
+                assert!(
+                    (cov.conditional[a * k + b] - cov.conditional[b * k + a]).abs() < 1e-9 * scale
+                );
+            }
+        }
+        let mut rng = crate::test_rng::SplitMix(5);
+        let mut some_spread = false;
+        for _ in 0..200 {
+            let x: Vec<f64> = defined.iter().map(|_| rng.normal()).collect();
+            let (mut spread, mut total) = (0.0, 0.0);
+            for (i, &a) in defined.iter().enumerate() {
+                for (j, &b) in defined.iter().enumerate() {
+                    spread += x[i] * x[j] * between(a, b);
+                    total += x[i] * x[j] * cov.matrix[a * k + b];
+                }
+            }
+            assert!(spread >= -1e-9 * total, "x'(V - V_within)x = {spread}");
+            some_spread |= spread > 1e-3 * total;
+        }
+        assert!(some_spread, "the animals' spread adds to the variance");
+
+        let settings = CountFitSettings {
+            fixed_sigma: Some([0.0; 3]),
+            ..CountFitSettings::default()
+        };
+        let fit = fit_species(&model, 0, None, None, &settings).unwrap();
+        let cov = covariance(&model, &[fit], &settings)
+            .unwrap()
+            .remove(0)
+            .unwrap();
+        for (v, w) in cov.matrix.iter().zip(&cov.conditional) {
+            assert!(v.is_nan() && w.is_nan() || (v - w).abs() <= 1e-12 * v.abs().max(1e-300));
+        }
     }
 }
