@@ -3,7 +3,7 @@
 #' With one fit, `anova(fit)` gives the gene-level tests of every term of the
 #' design: one row per gene and term, with Benjamini–Hochberg adjusted
 #' p-values across genes (see [wisp_gene_tests()], which it calls with
-#' `terms`, `method` (default `"chisq"`), `bootstraps`, `seed`, `max.fork`
+#' `terms`, `method` (default `"F"`), `bootstraps`, `seed`, `max.fork`
 #' and `verbose`).
 #'
 #' With two fits, it tests whether chosen treatment effects are needed: a reduced model, fitted
@@ -30,7 +30,7 @@
 #' @param object,... One `"wisp"` fit with `likelihood = "nb"` (gene-level
 #'   tests), or two, in either order: the full model and the reduced model.
 #' @param terms,method With one fit: passed to [wisp_gene_tests()] (`method`
-#'   `"chisq"` or `"bootstrap"`; default `"chisq"`). Two fits are compared by
+#'   `"F"`, `"chisq"` or `"bootstrap"`; default `"F"`). Two fits are compared by
 #'   the parametric bootstrap only.
 #' @param bootstraps Number of parametric-bootstrap replicates for the
 #'   p-value (each refits both models).
@@ -61,7 +61,7 @@
 anova.wisp <- function(object, ..., terms = NULL, method = NULL, bootstraps = 199L, seed = 1L,
                        max.fork = 1L, verbose = FALSE) {
   if (...length() == 0L) {
-    return(wisp_gene_tests(object, terms = terms, method = method %||% "chisq",
+    return(wisp_gene_tests(object, terms = terms, method = method %||% "F",
                            bootstraps = bootstraps, seed = seed, max.fork = max.fork,
                            verbose = verbose))
   }

@@ -33,7 +33,7 @@ design_terms <- function(fit) {
 
 # Per gene, the number of informed effects a term holds: the fixed effects
 # (rows of the parameter table) of the term's treatments that the full fit
-# estimates. The degrees of freedom of the chi-square reference.
+# estimates: the numerator degrees of freedom of the reference.
 term_degrees <- function(fit, effects) {
   rows <- term_rows(fit, effects)
   genes <- fit$grouping.variables$species.lvls
@@ -58,7 +58,8 @@ term_rows <- function(fit, effects) {
 # df per principal direction of V, combined through the mean of F. It is
 # animals - groups when the spread dominates and grows to Inf (the
 # chi-square) as it vanishes. Terms within animals get Inf. `covariance` is
-# wisp_covariance_blocks(fit); NA for a gene without estimated effects.
+# wisp_covariance_blocks(fit); NA for a gene without estimated effects, and
+# animals - groups (the least) where none of its effects has a Wald variance.
 term_denominator_df <- function(fit, term, covariance) {
   genes <- fit$grouping.variables$species.lvls
   spread_df <- animal_spread_df(fit)
@@ -71,8 +72,9 @@ term_denominator_df <- function(fit, term, covariance) {
     idx <- which(rows & species %in% g)
     total <- covariance_rows(covariance, idx)
     within <- covariance_rows(covariance, idx, "within")
+    if (!length(idx)) return(NA_real_)
     defined <- is.finite(diag(total)) & is.finite(diag(within))
-    if (!any(defined)) return(NA_real_)
+    if (!any(defined)) return(spread_df)
     multivariate_satterthwaite_df(total[defined, defined, drop = FALSE],
                                   within[defined, defined, drop = FALSE], spread_df)
   }, 0, USE.NAMES = FALSE)
@@ -183,20 +185,33 @@ term_effect_sizes <- function(fit, term) {
 #' statistic is LR = 2 (logLik(full) − logLik(reduced)) per gene, on the
 #' Laplace marginal likelihood that [logLik.wisp()] reports, with the
 #' random-effect standard deviations estimated in both fits by the same
-#' REML-type Laplace criterion. Its p-value is from the chi-square
-#' distribution on `df`, the number of the gene's effects the term holds that
-#' the full fit estimates (`method = "chisq"`, the default: continuous, fast,
-#' and fine for BH across thousands of rows), or from a parametric bootstrap
-#' per gene (`method = "bootstrap"`: counts drawn from the reduced fit, both
-#' models refitted, p = (1 + #{LR* ≥ LR}) / (B + 1); opt-in, B refits of
-#' every gene per term). How well the chi-square reference holds on designs
-#' like real experiments is measured in `benchmarks/gene_tests.R` (see
-#' `vignette("inference", package = "wispack")`): on four simulated designs
-#' the terms within animals kept their level (4.6–6.0 % of true-null genes
-#' at p < 0.05), while a factor that varies between animals (genotype) was
-#' somewhat liberal with 3–5 animals per group (8.6–9.3 %; 5.8 % with 8).
-#' For a reported test of such a factor with few animals, use
-#' `method = "bootstrap"` with 999 or more replicates.
+#' REML-type Laplace criterion. `df` is the number of the gene's effects the
+#' term holds that the full fit estimates. The p-value (continuous, fast, and
+#' fine for BH across thousands of rows) is from:
+#'
+#' - `method = "F"` (the default): LR / df against F(df, `den.df`). For a
+#'   term whose factors all vary between animals (genotype, with its
+#'   interactions), its effects are estimated against the animals' spread,
+#'   whose variance has only animals − groups degrees of freedom; `den.df`
+#'   is the multivariate Satterthwaite approximation of Fai and Cornelius
+#'   (1996) built from the term's Wald covariance and its within-animal share
+#'   (model vignette §15.4): animals − groups when the animals' spread
+#'   dominates, growing to `Inf` as it vanishes. Other terms get
+#'   `den.df = Inf`, the chi-square on `df`, and `method` says `"chisq"` on
+#'   their rows.
+#' - `method = "chisq"`: the chi-square on `df` for every term.
+#' - `method = "bootstrap"`: a parametric bootstrap per gene (counts drawn
+#'   from the reduced fit, both models refitted, p = (1 + #{LR* ≥ LR}) / (B +
+#'   1); opt-in, B refits of every gene per term).
+#'
+#' How well the references hold on designs like real experiments is measured
+#' in `benchmarks/gene_tests.R` (see `vignette("inference", package =
+#' "wispack")`): on four simulated designs, three of them not used to tune
+#' anything, the terms within animals kept their level, while the chi-square
+#' reference of genotype (between animals) was liberal with 3–5 animals per
+#' group, where the F reference kept its level. Below 3 animals per group the
+#' F reference was not measured; there, use `method = "bootstrap"` with 999
+#' or more replicates for a reported test.
 #'
 #' `p.adj` is the Benjamini–Hochberg adjustment across the genes of each
 #' term: calling genes with `p.adj < 0.05` controls the false-discovery rate
@@ -214,7 +229,7 @@ term_effect_sizes <- function(fit, term) {
 #'
 #' @param object A `"wisp"` fit with `likelihood = "nb"`.
 #' @param terms Names of the terms to test (default: every term of the design).
-#' @param method `"chisq"` or `"bootstrap"`.
+#' @param method `"F"` (default), `"chisq"` or `"bootstrap"`.
 #' @param bootstraps Replicates per term under `method = "bootstrap"`.
 #' @param seed Seed of the bootstrap replicates.
 #' @param max.fork Processes for the reduced fits (and replicates).
@@ -222,17 +237,23 @@ term_effect_sizes <- function(fit, term) {
 #' @param backend `"fork"` (default: the reduced fits on `max.fork` forked
 #'   processes) or `"future"`: on the current [future::plan()], one future
 #'   per chunk of `chunk.size` genes that makes every term's reduced fits of
-#'   its genes (`method = "chisq"` only). The same tests either way; a chunk
+#'   its genes (`method = "F"` or `"chisq"`). The same tests either way; a chunk
 #'   whose future fails leaves its genes with `NA` statistics and the
 #'   future's error in `note`.
 #' @param chunk.size,resources Genes per future (`NULL`: one chunk per
 #'   worker) and future.batchtools resources, as in [wisp()] (backend
 #'   `"future"`).
 #' @return A `c("wisp_gene_tests", "data.frame")`, one row per gene and term:
-#'   `gene`, `term`, `df`, `statistic` (LR), `p.value`, `method`, `p.adj`,
-#'   `log.fc`, `shift`, `converged` (whether the reduced fit converged; a
+#'   `gene`, `term`, `df`, `statistic` (LR), `p.value`, `method` (the row's
+#'   reference: `"F"`, `"chisq"` or `"bootstrap"`), `p.adj`, `den.df` (the F
+#'   reference's denominator df; `Inf` for the chi-square, `NA` under the
+#'   bootstrap), `log.fc`, `shift`, `converged` (whether the reduced fit converged; a
 #'   gene whose reduced fit failed has NA statistics and its reason in
 #'   `note`), and `note`.
+#' @references Fai, A. H.-T. and Cornelius, P. L. (1996). Approximate F-tests
+#'   of multiple degree of freedom hypotheses in generalized least squares
+#'   analyses of unbalanced split-plot experiments. *Journal of Statistical
+#'   Computation and Simulation* 54, 363–378.
 #' @seealso [anova.wisp()], which with two fits compares nested models.
 #' @export
 #' @examples
@@ -301,8 +322,8 @@ wisp_gene_tests <- function(object, terms = NULL, method = c("F", "chisq", "boot
     df <- term_degrees(fit, term$effects)
     failed <- nzchar(reduced$failure)
     statistic[failed | df == 0L] <- NA_real_
-    den_df <- if (method == "F") term_denominator_df(fit, term, covariance) else
-      rep(Inf, length(genes))
+    den_df <- switch(method, F = term_denominator_df(fit, term, covariance),
+                     chisq = rep(Inf, length(genes)), bootstrap = rep(NA_real_, length(genes)))
     p_value <- if (method == "bootstrap") {
       gene_bootstrap_p(fit$plan, reduced$plan, statistic, bootstraps, seed, max.fork)
     } else {
@@ -316,9 +337,9 @@ wisp_gene_tests <- function(object, terms = NULL, method = c("F", "chisq", "boot
                           ifelse(!reduced$converged, paste("the reduced fit did not converge:",
                                                            reduced$stop), "")))
     sizes <- term_effect_sizes(fit, term)
-    data.frame(gene = genes, term = term$term, df = df, den.df = den_df, statistic = statistic,
+    data.frame(gene = genes, term = term$term, df = df, statistic = statistic,
                p.value = p_value, method = row_method,
-               p.adj = stats::p.adjust(p_value, method = "BH"),
+               p.adj = stats::p.adjust(p_value, method = "BH"), den.df = den_df,
                log.fc = sizes$log.fc, shift = sizes$shift,
                converged = reduced$converged & !failed, note = note,
                stringsAsFactors = FALSE)
@@ -327,31 +348,42 @@ wisp_gene_tests <- function(object, terms = NULL, method = c("F", "chisq", "boot
   rownames(table) <- NULL
   structure(table, class = c("wisp_gene_tests", "data.frame"),
             method = method, bootstraps = if (method == "bootstrap") bootstraps,
-            caution = if (method == "chisq") between_animal_caution(fit, available[terms]))
+            caution = between_animal_caution(fit, available[terms], method))
 }
 
-# Below this many animals in the smallest group, the chi-square reference of
-# a term whose factors all vary between animals was liberal in
-# benchmarks/gene_tests.R (8.6-9.3 % at 3-5 animals per group, 5.8 % at 8).
-GENE_TESTS_CALIBRATED_ANIMALS <- 8L
+# The group sizes benchmarks/gene_tests.R measured the references of terms
+# whose factors all vary between animals at: the chi-square was liberal
+# below 8 animals per group (8.5-9.8 % of true-null genes at p < 0.05 at
+# 3-5); the F reference kept its level from 3 and was not measured below.
+GENE_TESTS_CHISQ_CALIBRATED_ANIMALS <- 8L
+GENE_TESTS_F_CALIBRATED_ANIMALS <- 3L
 
-# A line for the tests of between-animal terms with few animals (NULL when
-# none applies).
-between_animal_caution <- function(fit, terms) {
+# A line for the tests of between-animal terms with fewer animals than their
+# reference was calibrated at (NULL when none applies).
+between_animal_caution <- function(fit, terms, method) {
   between <- fit$design$between
   groups <- fit$design$groups
-  if (is.null(between) || is.null(groups) || !length(groups)) return(NULL)
+  if (method == "bootstrap" || is.null(between) || is.null(groups) || !length(groups)) {
+    return(NULL)
+  }
   smallest <- min(table(groups))
-  if (smallest >= GENE_TESTS_CALIBRATED_ANIMALS) return(NULL)
+  calibrated <- if (method == "F") GENE_TESTS_F_CALIBRATED_ANIMALS else
+    GENE_TESTS_CHISQ_CALIBRATED_ANIMALS
+  if (smallest >= calibrated) return(NULL)
   names <- vapply(Filter(function(term) all(between[term$factors] %in% TRUE), terms),
                   `[[`, "", "term")
   if (!length(names)) return(NULL)
-  sprintf(paste0("%s %s between animals and the smallest group has %d: in the ",
-                 "calibration benchmark the chi-square p-values of such terms were liberal ",
-                 "below %d animals per group (8.6-9.3 %% of true-null genes at p < 0.05 with ",
-                 "3-5); for reported tests use method = \"bootstrap\" (999 or more replicates)."),
+  what <- if (method == "F") {
+    sprintf("the F reference was calibrated from %d animals per group", calibrated)
+  } else {
+    sprintf(paste0("in the calibration benchmark the chi-square p-values of such terms were ",
+                   "liberal below %d animals per group (8.5-9.8 %% of true-null genes at ",
+                   "p < 0.05 with 3-5; the default method = \"F\" kept its level)"), calibrated)
+  }
+  sprintf(paste0("%s %s between animals and the smallest group has %d: %s; for reported ",
+                 "tests use method = \"bootstrap\" (999 or more replicates)."),
           paste(names, collapse = ", "), if (length(names) > 1) "vary" else "varies",
-          as.integer(smallest), GENE_TESTS_CALIBRATED_ANIMALS)
+          as.integer(smallest), what)
 }
 
 # The gene-level tests wisp() computes with its default statistics: every
@@ -413,6 +445,18 @@ gene_bootstrap_p <- function(full_plan, reduced_plan, statistic, bootstraps, see
   }, 0)
 }
 
+# How a table's p-values were referred, in words (its rows' `method`s).
+reference_words <- function(methods) {
+  used <- unique(methods[!is.na(methods)])
+  if ("bootstrap" %in% used) return("parametric bootstrap of the likelihood ratio")
+  if (all(c("F", "chisq") %in% used)) {
+    return(paste0("likelihood ratio / df against F(df, den.df) for terms between animals, ",
+                  "against chi-square on df within"))
+  }
+  if ("F" %in% used) return("likelihood ratio / df against F(df, den.df)")
+  "likelihood ratio against chi-square on df"
+}
+
 #' @export
 print.wisp_gene_tests <- function(x, digits = 3, n = 20L, ...) {
   method <- attr(x, "method")
@@ -421,7 +465,7 @@ print.wisp_gene_tests <- function(x, digits = 3, n = 20L, ...) {
               if (identical(method, "bootstrap")) {
                 paste0("parametric bootstrap, ", attr(x, "bootstraps"), " replicates")
               } else {
-                "likelihood ratio against chi-square on df"
+                reference_words(x$method)
               }))
   cat(gene_call_lines(x), sep = "\n")
   shown <- as.data.frame(unclass(x))[order(x$p.value), , drop = FALSE]

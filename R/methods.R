@@ -753,7 +753,8 @@ print_gene_qc <- function(qc, digits, max.rows) {
 
 print_gene_tests_summary <- function(tests, digits, max.rows) {
   cat("", strwrap(paste0("Gene-level tests (anova(fit): does the term change the gene anywhere? ",
-                         "LR against chi-square; BH across genes per term):"), exdent = 2),
+                         reference_words(tests$method), "; BH across genes per term):"),
+                  exdent = 2),
       sep = "\n")
   cat(paste0("  ", gene_call_lines(tests)), sep = "\n")
   shown <- as.data.frame(unclass(tests))[order(tests$p.value), c("gene", "term", "df",

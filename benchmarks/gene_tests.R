@@ -23,7 +23,7 @@
 #   Rscript benchmarks/gene_tests.R panel   # 10 panels of 100 genes, 5 animals
 # Resumable (benchmarks/out/gene_tests/<mode>/); writes
 # benchmarks/results/gene_tests.csv (rates with Monte Carlo SEs) and
-# benchmarks/results/gene_tests_rows_<mode>.csv (every test: its LR, df and
+# benchmarks/results/gene_tests_rows_<mode>.csv.gz (every test: its LR, df and
 # denominator df, so that any reference can be scored again without
 # refitting), copies the rates to inst/extdata/gene_tests.csv (read by
 # vignette("inference")) and prints a Markdown table.
@@ -131,12 +131,17 @@ by_set <- interaction(rows$design, rows$animals, rows$dataset, rows$term, drop =
 rows$p.adj.F <- stats::ave(rows$p.F, by_set, FUN = function(p) stats::p.adjust(p, "BH"))
 rows$p.adj.chisq <- stats::ave(rows$p.chisq, by_set, FUN = function(p) stats::p.adjust(p, "BH"))
 raw <- rows[c("design", "animals", "dataset", "gene", "term", "null", "df", "den.df",
-              "statistic", "wald.screen", "fit.seconds", "test.seconds")]
+              "statistic", "wald.screen")]
 raw$den.df <- signif(raw$den.df, 5)
 raw$statistic <- signif(raw$statistic, 7)
-raw$wald.screen <- signif(raw$wald.screen, 5)
-utils::write.csv(raw, file.path("benchmarks", "results", sprintf("gene_tests_rows_%s.csv", mode)),
-                 row.names = FALSE)
+raw$wald.screen <- signif(raw$wald.screen, 4)
+raw$commit <- commit
+raw$engine <- "fork"
+local({
+  file <- gzfile(file.path("benchmarks", "results", sprintf("gene_tests_rows_%s.csv.gz", mode)), "w")
+  on.exit(close(file))
+  utils::write.csv(raw, file, row.names = FALSE)
+})
 rate <- function(x) {
   x <- x[!is.na(x)]
   c(rate = mean(x), se = sqrt(mean(x) * (1 - mean(x)) / max(length(x), 1)), n = length(x))
@@ -175,7 +180,12 @@ table <- do.call(rbind, lapply(seq_len(nrow(keys)), function(i) {
 table <- table[order(table$design, table$term, table$animals), ]
 out <- file.path("benchmarks", "results", "gene_tests.csv")
 old <- if (file.exists(out)) utils::read.csv(out, stringsAsFactors = FALSE) else NULL
-if (!is.null(old)) old <- old[old$mode != mode, , drop = FALSE]
+if (!is.null(old)) {
+  # Rows of other modes keep their figures; columns they predate are NA.
+  old <- old[old$mode != mode, , drop = FALSE]
+  for (column in setdiff(names(table), names(old))) old[[column]] <- rep(NA, nrow(old))
+  old <- old[names(table)]
+}
 utils::write.csv(rbind(old, table), out, row.names = FALSE)
 # The vignette's table reads the installed copy.
 file.copy(out, file.path("inst", "extdata", "gene_tests.csv"), overwrite = TRUE)
@@ -205,9 +215,14 @@ for (key in split(rows[rows$null, ], list(rows$term[rows$null], rows$animals[row
 if (mode == "full") {
   source("benchmarks/headlines.R") # register_headline()
   datasets <- Sys.getenv("WISPACK_BENCH_DATASETS")
-  register_headline("gene_tests", c("p < 0.05 on true-null genes, every test", "power on the changed genes"),
+  between <- rows[rows$null & rows$term == "genotype" & rows$animals <= 5, ]
+  register_headline("gene_tests", c("p < 0.05 on true-null genes, every test", "power on the changed genes",
+                                    "genotype (between animals), 3-5 animals per group: p < 0.05 on true-null genes, F reference",
+                                    "genotype (between animals), 3-5 animals per group: p < 0.05 on true-null genes, chi-square"),
                     sprintf("%.3f", c(sum(table$fpr * table$null.tests) / sum(table$null.tests),
-                                      mean(rows$p.F[!rows$null] < alpha))), "rate",
+                                      mean(rows$p.F[!rows$null] < alpha),
+                                      mean(between$p.F < alpha, na.rm = TRUE),
+                                      mean(between$p.chisq < alpha, na.rm = TRUE))), "rate",
                     paste0(if (nzchar(datasets)) paste0("WISPACK_BENCH_DATASETS=", datasets, " "),
                            "Rscript benchmarks/gene_tests.R full"),
                     commit = if (length(commit) && !is.na(commit[1])) commit[1] else "unknown")

@@ -47,7 +47,11 @@ test_that("a gene's LR equals the likelihood ratio of two fits made without the 
     expect_identical(tests$df, 8L, label = label)
     expect_identical(tests$df, as.integer(attr(logLik(full), "df") - attr(logLik(reduced), "df")),
                      label = label)
-    expect_equal(tests$p.value, stats::pchisq(tests$statistic, 8, lower.tail = FALSE))
+    # Genotype varies between animals: F(8, den.df), den.df at least the
+    # animals' 6 - 2 df.
+    expect_identical(tests$method, "F")
+    expect_gte(tests$den.df, 4)
+    expect_equal(tests$p.value, stats::pf(tests$statistic / 8, 8, tests$den.df, lower.tail = FALSE))
     if (case$effect == 1) expect_lt(tests$p.value, 1e-6) else expect_gt(tests$p.value, 1e-3)
     # With the SDs estimated, the reduced fit started from the full one is
     # at least as good as the one from scratch (its LR no larger), and close.
@@ -75,9 +79,12 @@ test_that("p.adj is Benjamini-Hochberg across the genes of each term", {
     expect_identical(tests$gene[rows], paste0("gene", 1:5))
     expect_equal(tests$p.adj[rows], stats::p.adjust(tests$p.value[rows], method = "BH"))
   }
-  # The changed genes are found with p-values far below what BH needs.
+  # The changed genes are found with p-values far below what BH needs
+  # (0.01 for the smallest of 5). Genotype varies between 6 animals, so its
+  # F reference is far less sure than the chi-square (3e-5 against 9e-13
+  # for gene 5).
   genotype <- tests[tests$term == "genotype", ]
-  expect_true(all(genotype$p.value[c(3, 5)] < 1e-6))
+  expect_true(all(genotype$p.value[c(3, 5)] < 1e-4))
   # One fork per gene gives the same reduced fits as one process.
   expect_identical(anova(fit, max.fork = 1)$statistic, tests$statistic)
   out <- capture.output(print(tests))
@@ -164,23 +171,88 @@ test_that("wisp() keeps the gene-level tests; print, summary and the genes plot 
   expect_null(without_design_warning(wisp(counts, verbose = FALSE, fit_only = TRUE))$gene.tests)
 })
 
-test_that("chi-square tests of between-animal terms with few animals carry the benchmark's caution", {
+test_that("tests of between-animal terms with fewer animals than calibrated carry a caution", {
   skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   counts <- wisp_simulate(design = nested_design(3L), n.genes = 1, n.bins = 20, seed = 1,
                           degrees = 1L)
   fit <- without_design_warning(wisp(counts, verbose = FALSE))
-  tests <- anova(fit)
+  # The default F reference was calibrated from 3 animals per group.
+  expect_null(attr(fit$gene.tests, "caution"))
+  expect_true(any(grepl("F(df, den.df)", capture.output(print(fit$gene.tests)), fixed = TRUE)))
+  tests <- anova(fit, method = "chisq")
   caution <- attr(tests, "caution")
   # Genotype varies between animals only; hemisphere and the interaction do not.
   expect_match(caution, "^genotype varies between animals and the smallest group has 3")
   expect_match(caution, "method = \"bootstrap\"", fixed = TRUE)
   expect_true(any(grepl("Caution: genotype varies", capture.output(print(tests)), fixed = TRUE)))
-  expect_true(any(grepl("Caution: genotype varies", capture.output(summary(fit)), fixed = TRUE)))
   # Within-animal terms only, the bootstrap, or 8 animals per group: no caution.
-  expect_null(attr(anova(fit, terms = c("hemisphere", "genotype:hemisphere")), "caution"))
+  expect_null(attr(anova(fit, terms = c("hemisphere", "genotype:hemisphere"), method = "chisq"),
+                   "caution"))
   expect_null(attr(anova(fit, terms = "genotype", method = "bootstrap", bootstraps = 2),
                    "caution"))
   eight <- wisp_simulate(design = nested_design(8L), n.genes = 1, n.bins = 20, seed = 1,
                          degrees = 1L)
-  expect_null(attr(wisp(eight, verbose = FALSE)$gene.tests, "caution"))
+  expect_null(attr(anova(without_design_warning(wisp(eight, verbose = FALSE)), method = "chisq"),
+                   "caution"))
+  # Two animals per group: below the F reference's calibration, in print()
+  # and summary().
+  two <- without_design_warning(wisp(wisp_simulate(design = nested_design(2L), n.genes = 1,
+                                                   n.bins = 20, seed = 1, degrees = 1L),
+                                     verbose = FALSE))
+  expect_match(attr(two$gene.tests, "caution"),
+               "^genotype varies between animals and the smallest group has 2: the F reference")
+  expect_true(any(grepl("Caution: genotype varies", capture.output(summary(two)), fixed = TRUE)))
+})
+
+test_that("the F reference's denominator df is Fai and Cornelius's, by hand", {
+  df <- wispack:::multivariate_satterthwaite_df
+  # One effect: Satterthwaite's (animals - groups) (V / V_between)^2 =
+  # 4 (3 / 2)^2.
+  expect_equal(df(matrix(3), matrix(1), 4), 9)
+  # Two directions: one with V = 2 of which 1 is the animals' (nu = 4 (2 /
+  # 1)^2 = 16), one without their spread (nu = Inf). E = 16 / 14 + 1, nu =
+  # 2 E / (E - 2) = 30; the same for any rotation of the two effects.
+  expect_equal(df(diag(c(2, 1)), diag(c(1, 1)), 4), 30)
+  rotation <- matrix(c(cos(0.7), sin(0.7), -sin(0.7), cos(0.7)), 2)
+  expect_equal(df(rotation %*% diag(c(2, 1)) %*% t(rotation),
+                  rotation %*% diag(c(1, 1)) %*% t(rotation), 4), 30)
+  # Equal directions give their own df; no spread at all, the chi-square.
+  expect_equal(df(diag(c(2, 2)), diag(c(1, 1)), 4), 16)
+  expect_identical(df(diag(c(2, 1)), diag(c(2, 1)), 4), Inf)
+  # A direction at nu <= 2 leaves F's mean undefined: the smallest nu,
+  # 1 x (2 / 1.9)^2.
+  expect_equal(df(diag(c(2, 1)), diag(c(0.1, 1)), 1), (2 / 1.9)^2)
+})
+
+test_that("method = \"F\" tests between-animal terms against F(df, den.df), the rest by chi-square", {
+  skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
+  counts <- wisp_simulate(design = nested_design(3L), n.genes = 3, n.bins = 30, seed = 12,
+                          degrees = 1L, effect.prob = c(0, 0, 1))
+  fit <- without_design_warning(wisp(counts, verbose = FALSE, max.fork = 2))
+  f <- anova(fit, method = "F")
+  chisq <- anova(fit, method = "chisq")
+  expect_identical(f$statistic, chisq$statistic)
+  expect_equal(chisq$p.value, stats::pchisq(chisq$statistic, chisq$df, lower.tail = FALSE))
+  genotype <- f$term == "genotype"
+  expect_true(all(f$method[genotype] == "F"))
+  expect_true(all(f$method[!genotype] == "chisq"))
+  expect_true(all(is.infinite(f$den.df[!genotype])))
+  expect_identical(f$p.value[!genotype], chisq$p.value[!genotype])
+  # 6 animals in 2 groups: the animals' spread has 4 df, the least den.df.
+  expect_true(all(is.finite(f$den.df[genotype]) & f$den.df[genotype] >= 4))
+  expect_equal(f$p.value[genotype],
+               stats::pf(f$statistic[genotype] / f$df[genotype], f$df[genotype],
+                         f$den.df[genotype], lower.tail = FALSE))
+  expect_equal(f$p.adj[genotype], stats::p.adjust(f$p.value[genotype], "BH"))
+  # The changed gene is still found far below what BH needs.
+  expect_lt(f$p.value[genotype][3], 1e-6)
+
+  # Without the animals' spread (random effects fixed at 0) nothing is
+  # estimated between animals: den.df is Inf and F is the chi-square.
+  settings <- list(random_sd = c(0, 0, 0))
+  flat <- without_design_warning(wisp(counts, verbose = FALSE, model.settings = settings,
+                                      max.fork = 2))
+  f0 <- anova(flat, method = "F", terms = "genotype")
+  expect_true(all(is.infinite(f0$den.df)))
+  expect_identical(f0$p.value, anova(flat, method = "chisq", terms = "genotype")$p.value)
 })
