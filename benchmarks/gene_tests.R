@@ -19,7 +19,7 @@
 #
 # Usage (repository root, wispack installed):
 #   Rscript benchmarks/gene_tests.R quick   # 8 data sets per design and size
-#   Rscript benchmarks/gene_tests.R full    # 40
+#   Rscript benchmarks/gene_tests.R full    # 40, and 2 animals per group too
 #   Rscript benchmarks/gene_tests.R panel   # 10 panels of 100 genes, 5 animals
 # Resumable (benchmarks/out/gene_tests/<mode>/); writes
 # benchmarks/results/gene_tests.csv (rates with Monte Carlo SEs) and
@@ -45,7 +45,7 @@ commit <- tryCatch(system("git rev-parse --short HEAD", intern = TRUE), error = 
 
 designs <- c("base", "small_steps", "two_points", "unequal")
 config <- list(quick = list(datasets = 8L, animals = c(3L, 5L, 8L), genes = 8L, changed = 2L),
-               full = list(datasets = 40L, animals = c(3L, 5L, 8L), genes = 8L, changed = 2L),
+               full = list(datasets = 40L, animals = c(2L, 3L, 5L, 8L), genes = 8L, changed = 2L),
                panel = list(datasets = 10L, animals = 5L, genes = 100L, changed = 30L))[[mode]]
 if (mode == "panel") designs <- "base"
 # WISPACK_BENCH_DATASETS overrides the number of data sets (e.g. to
@@ -215,14 +215,17 @@ for (key in split(rows[rows$null, ], list(rows$term[rows$null], rows$animals[row
 if (mode == "full") {
   source("benchmarks/headlines.R") # register_headline()
   datasets <- Sys.getenv("WISPACK_BENCH_DATASETS")
-  between <- rows[rows$null & rows$term == "genotype" & rows$animals <= 5, ]
+  between <- rows[rows$null & rows$term == "genotype" & rows$animals %in% c(3, 5), ]
+  two <- rows[rows$null & rows$term == "genotype" & rows$animals == 2, ]
   register_headline("gene_tests", c("p < 0.05 on true-null genes, every test", "power on the changed genes",
                                     "genotype (between animals), 3-5 animals per group: p < 0.05 on true-null genes, F reference",
-                                    "genotype (between animals), 3-5 animals per group: p < 0.05 on true-null genes, chi-square"),
+                                    "genotype (between animals), 3-5 animals per group: p < 0.05 on true-null genes, chi-square",
+                                    "genotype (between animals), 2 animals per group: p < 0.05 on true-null genes, F reference"),
                     sprintf("%.3f", c(sum(table$fpr * table$null.tests) / sum(table$null.tests),
                                       mean(rows$p.F[!rows$null] < alpha),
                                       mean(between$p.F < alpha, na.rm = TRUE),
-                                      mean(between$p.chisq < alpha, na.rm = TRUE))), "rate",
+                                      mean(between$p.chisq < alpha, na.rm = TRUE),
+                                      mean(two$p.F < alpha, na.rm = TRUE))), "rate",
                     paste0(if (nzchar(datasets)) paste0("WISPACK_BENCH_DATASETS=", datasets, " "),
                            "Rscript benchmarks/gene_tests.R full"),
                     commit = if (length(commit) && !is.na(commit[1])) commit[1] else "unknown")
