@@ -176,7 +176,7 @@ test_that("tests of between-animal terms with fewer animals than calibrated carr
   counts <- wisp_simulate(design = nested_design(3L), n.genes = 1, n.bins = 20, seed = 1,
                           degrees = 1L)
   fit <- without_design_warning(wisp(counts, verbose = FALSE))
-  # The default F reference was calibrated from 3 animals per group.
+  # The default F reference was measured from 2 animals per group.
   expect_null(attr(fit$gene.tests, "caution"))
   expect_true(any(grepl("F(df, den.df)", capture.output(print(fit$gene.tests)), fixed = TRUE)))
   tests <- anova(fit, method = "chisq")
@@ -194,14 +194,22 @@ test_that("tests of between-animal terms with fewer animals than calibrated carr
                          degrees = 1L)
   expect_null(attr(anova(without_design_warning(wisp(eight, verbose = FALSE)), method = "chisq"),
                    "caution"))
-  # Two animals per group: below the F reference's calibration, in print()
-  # and summary().
+  # Two animals per group: within what the F reference was measured at,
+  # not the chi-square's; the caution shows in summary().
   two <- without_design_warning(wisp(wisp_simulate(design = nested_design(2L), n.genes = 1,
                                                    n.bins = 20, seed = 1, degrees = 1L),
                                      verbose = FALSE))
-  expect_match(attr(two$gene.tests, "caution"),
-               "^genotype varies between animals and the smallest group has 2: the F reference")
+  expect_null(attr(two$gene.tests, "caution"))
+  two$gene.tests <- anova(two, method = "chisq")
+  expect_match(attr(two$gene.tests, "caution"), "smallest group has 2: in the calibration")
   expect_true(any(grepl("Caution: genotype varies", capture.output(summary(two)), fixed = TRUE)))
+  # One animal per group is below both (the rule, on the design alone).
+  one <- list(design = list(between = c(genotype = TRUE, hemisphere = FALSE),
+                            groups = c(a1 = "WT", a2 = "KO")))
+  genotype <- list(list(term = "genotype", factors = "genotype"))
+  expect_match(wispack:::between_animal_caution(one, genotype, "F"),
+               "^genotype varies between animals and the smallest group has 1: the F reference was measured from 2")
+  expect_null(wispack:::between_animal_caution(one, genotype, "bootstrap"))
 })
 
 test_that("the F reference's denominator df is Fai and Cornelius's, by hand", {
