@@ -108,7 +108,8 @@ design_groups <- function(between) {
 #' 3..12 (per cell), each next one up or down in turn by a factor
 #' `exp(U(rate.step[1], rate.step[2]))` (by default `exp(U(0.8, 1.5))`),
 #' kept in 1..50; points spread evenly with a little
-#' jitter; slopes uniform in 0.4..1. Each treatment effect is non-zero with
+#' jitter (or, with `point.positions`, at `L + B q_k` for the given fractions
+#' `q_k`); slopes uniform in 0.4..1. Each treatment effect is non-zero with
 #' probability `effect.prob`, with a random sign: rate effects are
 #' +/-`effect.size` on the log(1 + rate) scale, slope effects
 #' +/-`slope.effect` times the baseline slope, point effects
@@ -166,6 +167,13 @@ design_groups <- function(between) {
 #' @param slope.effect Size of non-zero slope effects, as a fraction of the
 #'   curve's baseline slope.
 #' @param point.effect Size of non-zero point effects, in bins.
+#' @param point.positions `NULL` (baseline transition points spread evenly
+#'   along the axis, with a little jitter) or increasing fractions of the axis
+#'   in (0, 1), one per transition, where every curve's baseline points are
+#'   put instead: e.g. `0.2` for a transition near an end, `c(0.42, 0.58)` for
+#'   two transitions close together. Every curve with transitions must then
+#'   have that many (`degrees`), and the points must keep the validity gap
+#'   below from the edges and from each other.
 #' @param effect.prob Probability that a treatment effect is non-zero: one
 #'   number, or one per gene (0 makes a null gene).
 #' @param rate.step Range (two numbers, `0 <= low <= high <= 3`) of the size
@@ -232,7 +240,7 @@ wisp_simulate <- function(n.contexts = 1L, n.genes = 3L, n.random = 3L,
                           design = NULL, n.bins = 50L, cells.per.bin = 5L,
                           dispersion = 0.05, degrees = NULL, effect.size = 0.5,
                           slope.effect = 0.5, point.effect = n.bins / 20,
-                          effect.prob = 0.5, rate.step = c(0.8, 1.5),
+                          point.positions = NULL, effect.prob = 0.5, rate.step = c(0.8, 1.5),
                           random.sd = c(point = 0.15, rate = 0.1, slope = 0.15),
                           time.series = NULL, dropout = list(), cell.ids = FALSE,
                           seed = 1L) {
@@ -298,13 +306,15 @@ wisp_simulate <- function(n.contexts = 1L, n.genes = 3L, n.random = 3L,
   result <- with_seed(seed, {
     degrees <- simulation_degrees(degrees, contexts, genes)
     check_degrees_fit_bins(degrees, n.bins, call = call)
+    check_point_positions(point.positions, degrees, n.bins, call = call)
     units <- design_units(design)
     skeleton <- simulation_skeleton(units, names(factors), time.series, contexts, genes,
                                      degrees, n.bins)
     units$treatment <- unit_treatments(units, names(factors), skeleton)
     population <- draw_population(skeleton, effect_prob,
                                   list(rate = effect.size, slope = slope.effect,
-                                       point = point.effect, step = rate.step))
+                                       point = point.effect, step = rate.step,
+                                       positions = point.positions))
     curves <- curve_table(population, units, design$animals$ran, contexts, genes)
     u <- draw_random_effects(curves, design$animals$ran, genes, random_sd, n.bins)
     animal <- warp_curves(curves, u, n.bins)
@@ -322,7 +332,7 @@ wisp_simulate <- function(n.contexts = 1L, n.genes = 3L, n.random = 3L,
                    fixed.effects = factors, n.bins = n.bins, cells.per.bin = cells.per.bin,
                    dispersion = dispersion, degrees = result$degrees, effect.size = effect.size,
                    slope.effect = slope.effect, point.effect = point.effect,
-                   effect.prob = effect_prob, rate.step = rate.step, random.sd = random_sd,
+                   point.positions = point.positions, effect.prob = effect_prob, rate.step = rate.step, random.sd = random_sd,
                    time.series = time.series, dropout = dropout, cell.ids = cell.ids,
                    seed = seed, slope.max = simulation_constants()$slope_max,
                    rate.floor = simulation_constants()[c("tau", "epsilon")])
@@ -479,6 +489,31 @@ simulation_degrees <- function(degrees, contexts, genes) {
 # other and from the edges of the axis; an animal's warped points half of it.
 curve_gap <- function(degree, bins) max(2, bins / (4 * (degree + 1)))
 
+# Baseline points put at fractions of the axis: one per transition of every
+# curve with transitions, increasing, in (0, 1), and keeping the gap.
+check_point_positions <- function(positions, degrees, bins, call) {
+  if (is.null(positions)) return(invisible(NULL))
+  if (!is.numeric(positions) || !length(positions) || anyNA(positions) ||
+      any(positions <= 0 | positions >= 1) || is.unsorted(positions, strictly = TRUE)) {
+    stop_input("`point.positions` must be NULL or increasing fractions of the axis in (0, 1), ",
+               "not ", describe_value(positions), ".", call = call)
+  }
+  d <- length(positions)
+  used <- setdiff(unique(as.vector(degrees)), 0L)
+  if (any(used != d)) {
+    stop_input("`point.positions` has ", d, " position", if (d > 1) "s", " but some curves have ",
+               paste(setdiff(used, d), collapse = ", "), " transitions; set `degrees = ", d,
+               "`.", call = call)
+  }
+  edges <- c(0.5, 0.5 + bins * positions, bins + 0.5)
+  gap <- curve_gap(d, bins)
+  if (any(diff(edges) < gap)) {
+    stop_input("`point.positions` put transition points closer than ", gap, " bins to each ",
+               "other or to the edges of ", bins, " bins.", call = call)
+  }
+  invisible(positions)
+}
+
 # Evenly spread baseline points (jittered by 10 % of their spacing) must have
 # room for the gap, or no truth can be drawn.
 check_degrees_fit_bins <- function(degrees, bins, call) {
@@ -587,7 +622,11 @@ draw_curve <- function(d, weights, bins, effect_prob, sizes) {
       direction <- -direction
     }
     slopes <- stats::runif(d, 0.4, 1)
-    points <- 0.5 + bins * seq_len(d) / (d + 1) + stats::runif(d, -0.1, 0.1) * bins / (d + 1)
+    points <- if (is.null(sizes$positions)) {
+      0.5 + bins * seq_len(d) / (d + 1) + stats::runif(d, -0.1, 0.1) * bins / (d + 1)
+    } else {
+      0.5 + bins * sizes$positions
+    }
     n_effects <- (n_treatments - 1) * n_values
     nonzero <- stats::runif(n_effects) < effect_prob
     sign <- sample(c(-1, 1), n_effects, replace = TRUE)

@@ -6,7 +6,12 @@
 #   small_steps log-rate steps of 0.4-0.8 between blocks: weakly placed
 #               transitions, where the Wald tests of points were worst;
 #   two_points  two transitions per curve;
-#   unequal     unequal groups: KO has `animals`, WT twice as many.
+#   unequal     unequal groups: KO has `animals`, WT twice as many;
+#   ends        one transition near an end of the axis (baseline point at
+#               0.2 of the axis, bin 8.5 of 40);
+#   close       two transitions close together (baseline points at 0.42
+#               and 0.58 of the axis, 6.4 bins apart where two_points has
+#               13).
 # Each data set has 8 genes: genes 1-6 without any treatment effect (every
 # term is a true null for them), genes 7-8 with effects on every rate,
 # slope and point of every term. wisp() runs with its defaults (it chooses
@@ -43,7 +48,8 @@ dir <- file.path("benchmarks", "out", "gene_tests", mode)
 dir.create(dir, recursive = TRUE, showWarnings = FALSE)
 commit <- tryCatch(system("git rev-parse --short HEAD", intern = TRUE), error = function(e) NA)
 
-designs <- c("base", "small_steps", "two_points", "unequal")
+# New designs go at the end: a design's seeds follow its place in this list.
+designs <- c("base", "small_steps", "two_points", "unequal", "ends", "close")
 config <- list(quick = list(datasets = 8L, animals = c(3L, 5L, 8L), genes = 8L, changed = 2L),
                full = list(datasets = 40L, animals = c(2L, 3L, 5L, 8L), genes = 8L, changed = 2L),
                panel = list(datasets = 10L, animals = 5L, genes = 100L, changed = 30L))[[mode]]
@@ -62,7 +68,8 @@ simulate_design <- function(design_name, animals, k) {
   effect_prob <- c(rep(0, genes - config$changed), rep(1, config$changed))
   seed <- 1e6 * match(design_name, designs) + 1e4 * animals + k
   wisp_simulate(design = design, n.genes = genes, n.bins = 40, cells.per.bin = 4,
-                degrees = if (design_name == "two_points") 2L else 1L,
+                degrees = if (design_name %in% c("two_points", "close")) 2L else 1L,
+                point.positions = switch(design_name, ends = 0.2, close = c(0.42, 0.58)),
                 rate.step = if (design_name == "small_steps") c(0.4, 0.8) else c(0.8, 1.5),
                 effect.prob = effect_prob, seed = seed)
 }

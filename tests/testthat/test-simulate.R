@@ -304,6 +304,32 @@ test_that("rate, slope and point effects are drawn with the asked sizes, and eff
   expect_true(all(attr(none, "truth")$effects == 0))
 })
 
+test_that("point.positions puts every baseline point where it is asked, or says why not", {
+  # 40 bins on 0.5..40.5: fraction 0.2 is bin 8.5, 0.42 and 0.58 are 17.3 and 23.7.
+  near_end <- wisp_simulate(n.genes = 3, n.bins = 40, degrees = 1L, point.positions = 0.2,
+                            seed = 5)
+  truth <- attr(near_end, "truth")$parameters
+  points <- truth[grepl("^baseline_context1_tpoint_gene[0-9]+_Tns/Blk1$", names(truth))]
+  expect_length(points, 3)
+  expect_equal(unname(points), rep(8.5, 3))
+  close <- wisp_simulate(n.genes = 2, n.bins = 40, degrees = 2L,
+                         point.positions = c(0.42, 0.58), seed = 5)
+  truth <- attr(close, "truth")$parameters
+  for (gene in c("gene1", "gene2")) {
+    at <- truth[sprintf("baseline_context1_tpoint_%s_Tns/Blk%d", gene, 1:2)]
+    expect_equal(unname(at), c(17.3, 23.7))
+  }
+  expect_error(wisp_simulate(n.bins = 40, degrees = 1L, point.positions = 1.2),
+               class = "wisp_input_error", regexp = "increasing fractions of the axis")
+  expect_error(wisp_simulate(n.bins = 40, degrees = 1L, point.positions = c(0.6, 0.4)),
+               class = "wisp_input_error", regexp = "increasing fractions")
+  expect_error(wisp_simulate(n.bins = 40, degrees = 2L, point.positions = 0.3),
+               class = "wisp_input_error", regexp = "has 1 position but some curves have 2")
+  # 40 bins and one transition keep points 5 bins from the edges: 0.05 is 2.
+  expect_error(wisp_simulate(n.bins = 40, degrees = 1L, point.positions = 0.05),
+               class = "wisp_input_error", regexp = "closer than 5 bins")
+})
+
 # Cells, exposure and missing data -------------------------------------------------------
 
 test_that("cells per bin can vary along the axis or be drawn", {
