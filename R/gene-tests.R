@@ -206,14 +206,13 @@ term_effect_sizes <- function(fit, term) {
 #'
 #' How well the references hold on designs like real experiments is measured
 #' in `benchmarks/gene_tests.R` (see `vignette("inference", package =
-#' "wispack")`): on four simulated designs, three of them not used to tune
+#' "wispack")`): on six simulated designs, five of them not used to tune
 #' anything, the terms within animals kept their level, while the chi-square
 #' reference of genotype (between animals) was liberal with 2–5 animals per
-#' group (12.7 % of true-null genes at p < 0.05 with 2, 7.2–7.9 % with 3–5),
-#' where the F reference was at or below the nominal 5 % (2.4 % and 2.3 % at
-#' 2 and 3 animals per group, conservative; 4.0–4.1 % at 5–8). With 2 animals
-#' per group it also lost power (0.87 against the chi-square's 1.00 on the
-#' benchmark's large effects). Tests below the group sizes where a reference
+#' group (12.6 % of true-null genes at p < 0.05 with 2, 6.2–7.5 % with 3–5),
+#' where the F reference was below the nominal 5 % (2.5–3.7 % at 2–8 animals
+#' per group, the least at 3). With 2 animals per group it also lost power
+#' (0.88 against the chi-square's 1.00 on the benchmark's large effects). Tests below the group sizes where a reference
 #' was measured carry a caution; for a reported test there, use
 #' `method = "bootstrap"` with 999 or more replicates.
 #'
@@ -357,9 +356,9 @@ wisp_gene_tests <- function(object, terms = NULL, method = c("F", "chisq", "boot
 
 # The group sizes benchmarks/gene_tests.R measured the references of terms
 # whose factors all vary between animals at: the chi-square was liberal
-# below 8 animals per group (12.7 % of true-null genes at p < 0.05 at 2,
-# 7.2-7.9 % at 3-5); the F reference gave 2.4 % at 2, 2.3 % at 3 and
-# 4.0-4.1 % at 5-8, and was not measured below 2.
+# below 8 animals per group (12.6 % of true-null genes at p < 0.05 at 2,
+# 6.2-7.5 % at 3-5); the F reference gave 2.5-3.7 % at 2-8, and was not
+# measured below 2.
 GENE_TESTS_CHISQ_CALIBRATED_ANIMALS <- 8L
 GENE_TESTS_F_CALIBRATED_ANIMALS <- 2L
 
@@ -382,8 +381,8 @@ between_animal_caution <- function(fit, terms, method) {
     sprintf("the F reference was measured from %d animals per group", calibrated)
   } else {
     sprintf(paste0("in the calibration benchmark the chi-square p-values of such terms were ",
-                   "liberal below %d animals per group (7.2-12.7 %% of true-null genes at ",
-                   "p < 0.05 with 2-5; the default method = \"F\" gave 2.3-4.1 %%)"), calibrated)
+                   "liberal below %d animals per group (6.2-12.6 %% of true-null genes at ",
+                   "p < 0.05 with 2-5; the default method = \"F\" gave 2.5-3.7 %%)"), calibrated)
   }
   sprintf(paste0("%s %s between animals and the smallest group has %d: %s; for reported ",
                  "tests use method = \"bootstrap\" (999 or more replicates)."),
