@@ -114,6 +114,14 @@ count_curves_rust <- function(plan, samples, ran, context, species, treatment, x
 #' @noRd
 count_curve_gradients_rust <- function(plan, parameters, context, species, treatment, x) rust_result(.Call(wrap__count_curve_gradients_rust, plan, parameters, context, species, treatment, x))
 
+#' Ψ of population curves at points and its gradient in the reported
+#' vector as sparse triplets (`point`, `index`, 1-based; `value`; repeated
+#' pairs add), for the delta method on panels, where a dense points ×
+#' parameters matrix would not fit.
+#' @keywords internal
+#' @noRd
+count_curve_gradient_entries_rust <- function(plan, parameters, context, species, treatment, x) rust_result(.Call(wrap__count_curve_gradient_entries_rust, plan, parameters, context, species, treatment, x))
+
 count_bands_rust <- function(plan, samples, probabilities) rust_result(.Call(wrap__count_bands_rust, plan, samples, probabilities))
 
 #' The Wald covariance of the reported fixed effects and dispersions, one
@@ -271,6 +279,12 @@ model_rules_rust <- function() rust_result(.Call(wrap__model_rules_rust))
 #' @keywords internal
 #' @noRd
 curve_rate_rust <- function(psi, likelihood) rust_result(.Call(wrap__curve_rate_rust, psi, likelihood))
+
+#' dr/dΨ of the rate function at each Ψ (see `curve_rate_rust`), for the
+#' delta method of sums of rates.
+#' @keywords internal
+#' @noRd
+curve_rate_slope_rust <- function(psi, likelihood) rust_result(.Call(wrap__curve_rate_slope_rust, psi, likelihood))
 
 #' Recomputes the checksum of a saved state whose payload a test changed
 #' (test hook).

@@ -70,9 +70,9 @@ term_denominator_df <- function(fit, term, covariance) {
   species <- fit$parameters$species
   vapply(genes, function(g) {
     idx <- which(rows & species %in% g)
+    if (!length(idx)) return(NA_real_)
     total <- covariance_rows(covariance, idx)
     within <- covariance_rows(covariance, idx, "within")
-    if (!length(idx)) return(NA_real_)
     defined <- is.finite(diag(total)) & is.finite(diag(within))
     if (!any(defined)) return(spread_df)
     multivariate_satterthwaite_df(total[defined, defined, drop = FALSE],
@@ -100,18 +100,20 @@ multivariate_satterthwaite_df <- function(total, within, spread_df) {
   2 * expected / (expected - length(nu))
 }
 
-# Gene-level effect sizes of a term, from the full fit's population curves:
-# `log.fc`, the log fold change of the gene's total expected count per cell
-# (summed over bins and contexts), and `shift`, the largest change of a
-# transition point in bins. For a factor f, each treatment t at a
-# non-reference level of f is compared with t at f's reference level; for an
-# interaction of the factors S, the contrast is the interaction's: the sum
-# over subsets A of S of (-1)^|S \ A| times the value at t with the factors
-# outside A at their reference levels. The largest in absolute value across
-# treatments (and, for shifts, contexts and points) is reported, signed.
-term_effect_sizes <- function(fit, term) {
+# Gene-level effect sizes of a term, from the full fit's population curves,
+# with Wald intervals (delta method on the fit's Wald covariance, blocks from
+# wisp_covariance_blocks(); `level` their confidence): `log.fc`, the log
+# fold change of the gene's total expected count per cell (summed over bins
+# and contexts), and `shift`, the largest change of a fitted transition
+# point in bins. For a factor f, each treatment t at a non-reference level
+# of f is compared with t at f's reference level; for an interaction of the
+# factors S, the contrast is the interaction's: the sum over subsets A of S
+# of (-1)^|S \ A| times the value at t with the factors outside A at their
+# reference levels. The largest in absolute value across treatments (and,
+# for shifts, contexts and points) is reported, signed, with the interval of
+# that contrast (chosen after looking, so not adjusted for the choice).
+term_effect_sizes <- function(fit, term, covariance, level = 0.95) {
   genes <- fit$grouping.variables$species.lvls
-  contexts <- fit$grouping.variables$context.lvls
   treatments <- fit$treatment$names
   components <- fit$treatment$components
   reference <- fit$fix$ref.lvl
@@ -122,51 +124,134 @@ term_effect_sizes <- function(fit, term) {
     hit <- which(vapply(components, function(l) identical(unname(l), unname(levels)), TRUE))
     if (length(hit)) treatments[hit[1]] else NA_character_
   }
-  # Signed terms of the contrast of treatment t: list(treatment, sign).
+  # Each contrast of the term as signed weights over the treatments.
   contrast_of <- function(t) {
     set <- term$factors
     subsets <- unlist(lapply(0:length(set), function(k) utils::combn(set, k, simplify = FALSE)),
                       recursive = FALSE)
-    lapply(subsets, function(a) {
-      list(treatment = treatment_at(t, setdiff(set, a)),
-           sign = (-1)^(length(set) - length(a)))
-    })
+    weights <- stats::setNames(rep(0, length(treatments)), treatments)
+    for (a in subsets) {
+      at <- treatment_at(t, setdiff(set, a))
+      if (is.na(at)) return(NULL)
+      weights[at] <- weights[at] + (-1)^(length(set) - length(a))
+    }
+    weights
   }
-  contrasts <- lapply(term$effects, contrast_of)
+  contrasts <- Filter(Negate(is.null), lapply(term$effects, contrast_of))
+  contrasts <- if (length(contrasts)) do.call(rbind, contrasts) else
+    matrix(0, 0, length(treatments))
+  z <- stats::qnorm(1 - (1 - level) / 2)
+  log_fc <- log_fc_with_gradients(fit, contrasts)
+  shift <- shift_with_gradients(fit, contrasts)
+  held <- held_rows(fit$parameters)
+  interval <- function(estimate, gradient) {
+    if (is.null(gradient) || !is.finite(estimate)) return(c(NA_real_, NA_real_))
+    gradient <- gradient[!held[as.integer(names(gradient))]]
+    if (!length(gradient)) return(c(estimate, estimate))
+    v <- covariance_rows(covariance, as.integer(names(gradient)))
+    if (anyNA(v)) return(c(NA_real_, NA_real_))
+    se <- sqrt(max(0, drop(gradient %*% v %*% gradient)))
+    estimate + c(-z, z) * se
+  }
+  intervals <- function(sizes) {
+    limits <- vapply(sizes, function(x) interval(x$estimate, x$gradient), c(0, 0))
+    list(estimate = vapply(sizes, `[[`, 0, "estimate"), lower = limits[1, ],
+         upper = limits[2, ])
+  }
+  lfc <- intervals(log_fc)
+  sh <- intervals(shift)
+  list(log.fc = unname(lfc$estimate), log.fc.lower = unname(lfc$lower),
+       log.fc.upper = unname(lfc$upper), shift = unname(sh$estimate),
+       shift.lower = unname(sh$lower), shift.upper = unname(sh$upper))
+}
+
+# The largest signed value among candidates (a vector), its position.
+largest_position <- function(values) {
+  finite <- which(is.finite(values))
+  if (length(finite)) finite[which.max(abs(values[finite]))] else NA_integer_
+}
+
+# Per gene, the largest of the contrasts (rows of `contrasts`, over
+# treatments) of log(total expected count per cell), the total summed over
+# bins and contexts of the population curves, and its gradient in the
+# reported parameters (named by their positions): d log T / d theta =
+# sum_i r'(Psi_i) dPsi_i / d theta / T. Genes go to Rust in chunks, so the
+# sparse gradient entries of a panel are never held at once.
+log_fc_with_gradients <- function(fit, contrasts) {
+  genes <- fit$grouping.variables$species.lvls
+  contexts <- fit$grouping.variables$context.lvls
+  treatments <- fit$treatment$names
+  model <- count_labels(fit)
+  likelihood <- fit_likelihood(fit)
   bins <- as.double(seq_len(max(1L, fit$settings$max_bin %||% 0L, max(fit$count.data.summed$bin))))
-  grid <- expand.grid(bin = bins, treatment = treatments, context = contexts,
-                      species = genes, stringsAsFactors = FALSE)
-  grid$ran <- "none"
-  rate <- rate_at(curve_values(fit, grid, fit$fitted.parameters)[, 1], fit_likelihood(fit))
-  total <- tapply(rate, list(factor(grid$species, genes), factor(grid$treatment, treatments)),
-                  sum)
-  log_total <- log(pmax(total, .Machine$double.xmin))
-  largest <- function(values) {
-    values <- values[is.finite(values)]
-    if (length(values)) values[which.max(abs(values))] else NA_real_
-  }
-  log_fc <- vapply(genes, function(g) {
-    largest(vapply(contrasts, function(parts) {
-      sum(vapply(parts, function(x) x$sign * log_total[g, x$treatment], 0))
-    }, 0))
-  }, 0)
-  # fit$change.points: each curve's transition points (bins) per treatment.
-  points <- fit$change.points
-  shift <- vapply(genes, function(g) {
-    rows <- points[points$species == g, , drop = FALSE]
-    if (!nrow(rows)) return(NA_real_)
-    keys <- unique(rows[c("context", "transition")])
-    largest(unlist(lapply(seq_len(nrow(keys)), function(k) {
-      at <- rows[rows$context == keys$context[k] & rows$transition == keys$transition[k], ,
-                 drop = FALSE]
-      vapply(contrasts, function(parts) {
-        sum(vapply(parts, function(x) {
-          x$sign * at$bin[match(x$treatment, at$treatment)]
-        }, 0))
-      }, 0)
-    })))
-  }, 0)
-  list(log.fc = unname(log_fc), shift = unname(shift))
+  code <- function(values, levels) as.integer(match(values, levels) - 1L)
+  per_chunk <- max(1L, floor(2e5 / (length(bins) * length(treatments) * length(contexts))))
+  chunks <- split(genes, ceiling(seq_along(genes) / per_chunk))
+  out <- lapply(chunks, function(chunk) {
+    grid <- expand.grid(bin = bins, treatment = treatments, context = contexts,
+                        species = chunk, stringsAsFactors = FALSE)
+    entries <- count_curve_gradient_entries_rust(
+      fit$plan, as.double(fit$fitted.parameters), code(grid$context, model$contexts),
+      code(grid$species, model$species), code(grid$treatment, model$treatments), grid$bin)
+    rate <- rate_at(entries$psi, likelihood)
+    slope <- rate
+    known <- !is.na(entries$psi)
+    slope[known] <- curve_rate_slope_rust(as.double(entries$psi[known]), likelihood)
+    group <- factor(paste(grid$species, grid$treatment, sep = "\r"))
+    total <- tapply(rate, group, sum)
+    by_gene <- split(seq_along(entries$point), factor(grid$species[entries$point], chunk))
+    lapply(stats::setNames(chunk, chunk), function(g) {
+      key <- paste(g, treatments, sep = "\r")
+      log_total <- log(pmax(total[key], .Machine$double.xmin))
+      values <- drop(contrasts %*% log_total)
+      best <- largest_position(values)
+      if (is.na(best)) return(list(estimate = NA_real_, gradient = NULL))
+      used <- by_gene[[g]]
+      point <- entries$point[used]
+      # d log T_t: the point's weight in its treatment's total.
+      treatment_weight <- contrasts[best, match(grid$treatment[point], treatments)]
+      weight <- treatment_weight * slope[point] / total[as.character(group[point])]
+      gradient <- tapply(weight * entries$value[used], entries$index[used], sum)
+      list(estimate = unname(values[best]), gradient = stats::setNames(as.double(gradient),
+                                                                        names(gradient)))
+    })
+  })
+  unlist(unname(out), recursive = FALSE)[genes]
+}
+
+# Per gene, the largest of the contrasts of a fitted transition point (in
+# bins) across contexts and transitions, and its gradient. A point under
+# treatment t is z_t = sum_i W[t, i] beta_i over its block's baseline and
+# effects (as in the parameters plot), so a contrast c of it is c' W beta,
+# with gradient W' c in those beta.
+shift_with_gradients <- function(fit, contrasts) {
+  genes <- fit$grouping.variables$species.lvls
+  treatments <- fit$treatment$names
+  W <- fit$weight.matrix
+  p <- fit$parameters
+  estimates <- unname(fit$fitted.parameters)
+  rows <- which(p$role %in% c("baseline", "beta") & p$component %in% "tpoint")
+  key <- paste(p$species, p$context, p$block, sep = "\r")[rows]
+  candidates <- lapply(split(rows, factor(key, levels = unique(key))), function(i) {
+    at <- i[match(treatments, ifelse(p$role[i] == "baseline", treatments[1], p$treatment[i]))]
+    if (anyNA(at)) return(NULL)
+    weights <- contrasts %*% W
+    list(species = p$species[at[1]], index = at, values = drop(weights %*% estimates[at]),
+         weights = weights)
+  })
+  candidates <- Filter(Negate(is.null), candidates)
+  species <- vapply(candidates, `[[`, "", "species")
+  lapply(stats::setNames(genes, genes), function(g) {
+    mine <- candidates[species == g]
+    if (!length(mine) || !nrow(contrasts)) return(list(estimate = NA_real_, gradient = NULL))
+    values <- unlist(lapply(mine, `[[`, "values"))
+    best <- largest_position(values)
+    if (is.na(best)) return(list(estimate = NA_real_, gradient = NULL))
+    block <- mine[[(best - 1L) %/% nrow(contrasts) + 1L]]
+    row <- (best - 1L) %% nrow(contrasts) + 1L
+    list(estimate = unname(values[best]),
+         gradient = stats::setNames(as.double(block$weights[row, ]), block$index))
+  })
 }
 
 #' Gene-level tests of a fit's terms
@@ -212,9 +297,10 @@ term_effect_sizes <- function(fit, term) {
 #' group (12.6 % of true-null genes at p < 0.05 with 2, 6.2–7.5 % with 3–5),
 #' where the F reference was below the nominal 5 % (2.5–3.7 % at 2–8 animals
 #' per group, the least at 3). With 2 animals per group it also lost power
-#' (0.88 against the chi-square's 1.00 on the benchmark's large effects). Tests below the group sizes where a reference
-#' was measured carry a caution; for a reported test there, use
-#' `method = "bootstrap"` with 999 or more replicates.
+#' (0.88 against the chi-square's 1.00 on the benchmark's large effects).
+#' Tests below the group sizes where a reference was measured carry a
+#' caution; for a reported test there, use `method = "bootstrap"` with 999
+#' or more replicates.
 #'
 #' `p.adj` is the Benjamini–Hochberg adjustment across the genes of each
 #' term: calling genes with `p.adj < 0.05` controls the false-discovery rate
@@ -224,11 +310,16 @@ term_effect_sizes <- function(fit, term) {
 #' Effect sizes come from the full fit's population curves: `log.fc`, the
 #' log fold change (natural log) of the gene's expected count per cell
 #' summed over the bins and contexts, and `shift`, the largest change of a
-#' transition point, in bins. For a factor, each treatment at a non-reference
-#' level is compared with the same treatment at the factor's reference level
-#' (KO:right with right); for an interaction, the interaction contrast
-#' (difference of differences) is used; the largest in absolute value is
-#' reported, with its sign.
+#' fitted transition point, in bins. For a factor, each treatment at a
+#' non-reference level is compared with the same treatment at the factor's
+#' reference level (KO:right with right); for an interaction, the
+#' interaction contrast (difference of differences) is used; the largest in
+#' absolute value is reported, with its sign. Each comes with a 95 % Wald
+#' interval (`log.fc.lower`, `log.fc.upper`, `shift.lower`, `shift.upper`):
+#' the delta method on the fit's Wald covariance (as [vcov.wisp()]), for the
+#' contrast reported. The contrast is chosen as the largest, so its interval
+#' is not adjusted for that choice, and its coverage has not been measured
+#' by the benchmarks yet; read it as a measure of precision.
 #'
 #' @param object A `"wisp"` fit with `likelihood = "nb"`.
 #' @param terms Names of the terms to test (default: every term of the design).
@@ -250,7 +341,8 @@ term_effect_sizes <- function(fit, term) {
 #'   `gene`, `term`, `df`, `statistic` (LR), `p.value`, `method` (the row's
 #'   reference: `"F"`, `"chisq"` or `"bootstrap"`), `p.adj`, `den.df` (the F
 #'   reference's denominator df; `Inf` for the chi-square, `NA` under the
-#'   bootstrap), `log.fc`, `shift`, `converged` (whether the reduced fit converged; a
+#'   bootstrap), `log.fc`, `log.fc.lower`, `log.fc.upper`, `shift`,
+#'   `shift.lower`, `shift.upper`, `converged` (whether the reduced fit converged; a
 #'   gene whose reduced fit failed has NA statistics and its reason in
 #'   `note`), and `note`.
 #' @references Fai, A. H.-T. and Cornelius, P. L. (1996). Approximate F-tests
@@ -305,7 +397,8 @@ wisp_gene_tests <- function(object, terms = NULL, method = c("F", "chisq", "boot
                " not a term of this design; its terms are ", quoted_names(names(available)), ".")
   }
   genes <- fit$grouping.variables$species.lvls
-  covariance <- if (method == "F") wisp_covariance_blocks(fit)
+  # The Wald covariance: F's denominator df and the effect sizes' intervals.
+  covariance <- wisp_covariance_blocks(fit)
   on_futures <- if (backend == "future") {
     if (verbose) {
       message(sprintf("Gene-level tests of %s: reduced fits of %s on futures.",
@@ -339,11 +432,13 @@ wisp_gene_tests <- function(object, terms = NULL, method = c("F", "chisq", "boot
                    ifelse(df == 0L, "the fit estimates none of the term's effects",
                           ifelse(!reduced$converged, paste("the reduced fit did not converge:",
                                                            reduced$stop), "")))
-    sizes <- term_effect_sizes(fit, term)
+    sizes <- term_effect_sizes(fit, term, covariance)
     data.frame(gene = genes, term = term$term, df = df, statistic = statistic,
                p.value = p_value, method = row_method,
                p.adj = stats::p.adjust(p_value, method = "BH"), den.df = den_df,
-               log.fc = sizes$log.fc, shift = sizes$shift,
+               log.fc = sizes$log.fc, log.fc.lower = sizes$log.fc.lower,
+               log.fc.upper = sizes$log.fc.upper, shift = sizes$shift,
+               shift.lower = sizes$shift.lower, shift.upper = sizes$shift.upper,
                converged = reduced$converged & !failed, note = note,
                stringsAsFactors = FALSE)
   })
@@ -475,6 +570,16 @@ print.wisp_gene_tests <- function(x, digits = 3, n = 20L, ...) {
   shown <- as.data.frame(unclass(x))[order(x$p.value), , drop = FALSE]
   shown$note <- NULL
   if (all(shown$converged)) shown$converged <- NULL
+  # Each effect size with its 95 % interval in one column: "0.47 [0.31, 0.62]".
+  for (size in intersect(c("log.fc", "shift"), names(shown))) {
+    limits <- paste0(size, c(".lower", ".upper"))
+    if (!all(limits %in% names(shown))) next
+    number <- function(v) ifelse(is.na(v), "NA", formatC(v, digits = digits, format = "fg"))
+    shown[[size]] <- ifelse(is.na(shown[[limits[1]]]), number(shown[[size]]),
+                            sprintf("%s [%s, %s]", number(shown[[size]]),
+                                    number(shown[[limits[1]]]), number(shown[[limits[2]]])))
+    shown[limits] <- NULL
+  }
   rownames(shown) <- NULL
   print(utils::head(shown, n), digits = digits, ...)
   if (nrow(x) > n) cat(sprintf("... %d more rows\n", nrow(x) - n))
@@ -492,8 +597,8 @@ print.wisp_gene_tests <- function(x, digits = 3, n = 20L, ...) {
 #' @param row.names,optional,... Ignored (for the generic).
 #' @return A data.frame, one row per gene and term, with the columns of
 #'   [wisp_gene_tests()] (`gene`, `term`, `df`, `statistic`, `p.value`,
-#'   `method`, `p.adj`, `log.fc`, `shift`, `converged`, `note`) and none of
-#'   its attributes.
+#'   `method`, `p.adj`, `den.df`, `log.fc` and `shift` with their intervals,
+#'   `converged`, `note`) and none of its attributes.
 #' @export
 #' @examples
 #' counts <- wisp_simulate(n.genes = 2, n.bins = 30, seed = 3)

@@ -111,11 +111,50 @@ test_that("the gene-level effect sizes are the curves' contrasts, by hand", {
       log(total[g, "KO"]) + log(total[g, "WT:left"])
     expect_equal(tests$log.fc[tests$term == "genotype:hemisphere" & tests$gene == g],
                  unname(interaction), tolerance = 1e-6)
-    points <- fit$change.points[fit$change.points$species == g, ]
-    at <- function(t) points$bin[points$treatment == t]
-    shifts <- c(at("KO") - at("WT:left"), at("KO:right") - at("right"))
-    expect_equal(tests$shift[tests$term == "genotype" & tests$gene == g],
-                 shifts[which.max(abs(shifts))])
+    # A one-transition curve is steepest at its transition point: found by
+    # optimize() on the curve's slope, by central differences of predict().
+    point_of <- function(object, t) {
+      slope <- function(x) {
+        at <- data.frame(bin = x + c(-1e-4, 1e-4), treatment = t, species = g,
+                         context = "context1", ran = "none")
+        abs(diff(predict(object, newdata = at, type = "link")))
+      }
+      stats::optimize(slope, c(1.5, 29.5), maximum = TRUE, tol = 1e-7)$maximum
+    }
+    shift_of <- function(object) {
+      s <- c(point_of(object, "KO") - point_of(object, "WT:left"),
+             point_of(object, "KO:right") - point_of(object, "right"))
+      s[which.max(abs(s))]
+    }
+    row <- tests[tests$term == "genotype" & tests$gene == g, ]
+    expect_equal(row$shift, shift_of(fit), tolerance = 1e-3)
+    # The 95 % intervals: the delta method with gradients by central
+    # differences of the by-hand quantities, and vcov(fit).
+    log_fc_of <- function(object) {
+      rate <- predict(object, newdata = grid[grid$species == g, ], type = "response")
+      total <- tapply(rate, grid$treatment[grid$species == g], sum)
+      lfc <- log(total[c("KO", "KO:right")]) - log(total[c("WT:left", "right")])
+      lfc[which.max(abs(lfc))]
+    }
+    # A point moves linearly with its effects, so its differences can take
+    # wide steps (the optimum's location is found to about 1e-5 bins).
+    delta_interval <- function(of, names, relative.step = 1e-5) {
+      gradient <- vapply(names, function(name) {
+        step <- relative.step * max(1, abs(fit$fitted.parameters[[name]]))
+        up <- down <- fit
+        up$fitted.parameters[[name]] <- up$fitted.parameters[[name]] + step
+        down$fitted.parameters[[name]] <- down$fitted.parameters[[name]] - step
+        (of(up) - of(down)) / (2 * step)
+      }, 0)
+      se <- sqrt(drop(gradient %*% stats::vcov(fit)[names, names] %*% gradient))
+      of(fit) + c(-1, 1) * stats::qnorm(0.975) * se
+    }
+    mine <- grep(paste0("_", g, "_"), rownames(stats::vcov(fit)), value = TRUE)
+    expect_equal(c(row$log.fc.lower, row$log.fc.upper),
+                 unname(delta_interval(log_fc_of, mine)), tolerance = 1e-4)
+    expect_equal(c(row$shift.lower, row$shift.upper),
+                 unname(delta_interval(shift_of, grep("tpoint", mine, value = TRUE), 0.01)),
+                 tolerance = 1e-3)
   }
 })
 

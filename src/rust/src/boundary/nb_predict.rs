@@ -106,6 +106,43 @@ fn count_curve_gradients_rust(
     Ok(list!(psi = values, gradient = gradients))
 }
 
+/// Ψ of population curves at points and its gradient in the reported
+/// vector as sparse triplets (`point`, `index`, 1-based; `value`; repeated
+/// pairs add), for the delta method on panels, where a dense points ×
+/// parameters matrix would not fit.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn count_curve_gradient_entries_rust(
+    plan: Raw,
+    parameters: Vec<f64>,
+    context: Vec<i32>,
+    species: Vec<i32>,
+    treatment: Vec<i32>,
+    x: Vec<f64>,
+) -> RResult<List> {
+    let plan = count_plan(&plan)?;
+    let points = curve_points(vec![-1; x.len()], context, species, treatment, x)?;
+    let (values, entries) = predict::population_gradient_entries(&plan.model, &parameters, &points)
+        .map_err(Error::input)?;
+    let one_based = |i: usize| i32::try_from(i + 1).map_err(|_| Error::input("too many points"));
+    let point = entries
+        .iter()
+        .map(|e| one_based(e.point))
+        .collect::<RResult<Vec<_>>>()?;
+    let index = entries
+        .iter()
+        .map(|e| one_based(e.index))
+        .collect::<RResult<Vec<_>>>()?;
+    let value: Vec<f64> = entries.iter().map(|e| e.value).collect();
+    Ok(list!(
+        psi = values,
+        point = point,
+        index = index,
+        value = value
+    ))
+}
+
 /// The entries of a per-key vector (species-major) at observed keys.
 fn observed_only(plan: &CountPlan, per_key: &[f64]) -> Vec<f64> {
     let table = plan.model.table();
@@ -170,5 +207,6 @@ extendr_module! {
     fn count_predict_rust;
     fn count_curves_rust;
     fn count_curve_gradients_rust;
+    fn count_curve_gradient_entries_rust;
     fn count_bands_rust;
 }

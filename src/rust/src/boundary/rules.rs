@@ -81,8 +81,22 @@ fn curve_rate_rust(psi: Vec<f64>, likelihood: &str) -> RResult<Vec<f64>> {
     }
 }
 
+/// dr/dΨ of the rate function at each Ψ (see `curve_rate_rust`), for the
+/// delta method of sums of rates.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn curve_rate_slope_rust(psi: Vec<f64>, likelihood: &str) -> RResult<Vec<f64>> {
+    match likelihood {
+        "nb" => Ok(psi.iter().map(|&v| crate::nb::family::rate(v).d1).collect()),
+        "original" => Ok(psi.iter().map(|&v| v.exp()).collect()),
+        other => Err(Error::input(format!("unknown likelihood \"{other}\""))),
+    }
+}
+
 extendr_module! {
     mod rules;
     fn model_rules_rust;
     fn curve_rate_rust;
+    fn curve_rate_slope_rust;
 }

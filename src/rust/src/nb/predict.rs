@@ -238,13 +238,48 @@ pub(crate) fn curves_at(
 /// Ψ of the population curve at each point (its `ran` must be None) and the
 /// gradient of Ψ in the reported vector, point-major (one full-length row
 /// per point; NaN rows where the curve is not informed), for the delta
-/// method. The population curve's values are W·β, so ∂Ψ/∂β of block k,
-/// treatment column i is W[t, i] times ∂Ψ/∂v of that value.
+/// method. See [`population_gradient_entries`].
 pub(crate) fn population_gradients(
     model: &CountModel,
     reported: &[f64],
     points: &[CurvePoint],
 ) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let (values, entries) = population_gradient_entries(model, reported, points)?;
+    let n = reported.len();
+    let mut gradients = vec![0.0; points.len() * n];
+    for (i, value) in values.iter().enumerate() {
+        if value.is_nan() {
+            gradients[i * n..(i + 1) * n].fill(f64::NAN);
+        }
+    }
+    for entry in entries {
+        gradients[entry.point * n + entry.index] += entry.value;
+    }
+    Ok((values, gradients))
+}
+
+/// One non-zero term of a population curve's gradient: ∂Ψ(point)/∂(reported
+/// parameter `index`) receives `value` (an index can appear more than once
+/// for one point; the terms add).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct GradientEntry {
+    pub point: usize,
+    pub index: usize,
+    pub value: f64,
+}
+
+/// Ψ of the population curve at each point (NaN where the curve is not
+/// informed) and its gradient in the reported vector as sparse entries: a
+/// curve depends on its own block's few effects, so a panel's gene-level
+/// delta method needs neither points × parameters memory nor the other
+/// genes' curves (only the species of `points` are evaluated). The
+/// population curve's values are W·β, so ∂Ψ/∂β of block k, treatment column
+/// i is W[t, i] times ∂Ψ/∂v of that value.
+pub(crate) fn population_gradient_entries(
+    model: &CountModel,
+    reported: &[f64],
+    points: &[CurvePoint],
+) -> Result<(Vec<f64>, Vec<GradientEntry>), String> {
     let layout = checked_layout(model, reported)?;
     check_points(model, points)?;
     if points.iter().any(|p| p.ran.is_some()) {
@@ -253,18 +288,15 @@ pub(crate) fn population_gradients(
     let design = model.design();
     let shape = model.table().shape();
     let axis = model.axis();
-    let n = layout.len();
-    let thetas: Vec<Vec<Option<Vec<f64>>>> = (0..shape.species)
-        .map(|s| population_thetas(model, &layout, reported, s))
-        .collect();
+    let mut thetas: Vec<Option<Vec<Option<Vec<f64>>>>> = vec![None; shape.species];
     let mut values = Vec::with_capacity(points.len());
-    let mut gradients = vec![0.0; points.len() * n];
+    let mut entries = Vec::new();
     for (i, point) in points.iter().enumerate() {
         let (c, s, t) = (point.context, point.species, point.treatment);
-        let row = &mut gradients[i * n..(i + 1) * n];
-        let Some(theta) = &thetas[s][c * shape.treatments + t] else {
+        let species_thetas =
+            thetas[s].get_or_insert_with(|| population_thetas(model, &layout, reported, s));
+        let Some(theta) = &species_thetas[c * shape.treatments + t] else {
             values.push(f64::NAN);
-            row.fill(f64::NAN);
             continue;
         };
         let degree = model.structure().degree(c, s);
@@ -283,12 +315,16 @@ pub(crate) fn population_gradients(
                     continue;
                 }
                 if let Some(index) = layout.original.beta_index(component, c, s, k, column) {
-                    row[index] += w * bin.gradient[v];
+                    entries.push(GradientEntry {
+                        point: i,
+                        index,
+                        value: w * bin.gradient[v],
+                    });
                 }
             }
         }
     }
-    Ok((values, gradients))
+    Ok((values, entries))
 }
 
 #[cfg(test)]
@@ -414,6 +450,38 @@ mod tests {
             ..points[0]
         };
         assert!(population_gradients(&plan.model, &reported, &[animal]).is_err());
+    }
+
+    #[test]
+    fn sparse_gradient_entries_are_the_dense_rows_and_touch_only_their_species() {
+        let plan = fitted_plan(6);
+        let reported = reported_parameters(&plan.model, &plan.estimate.species).unwrap();
+        let n = reported.len();
+        let point = |species, x| CurvePoint {
+            ran: None,
+            context: 0,
+            species,
+            treatment: 1,
+            x,
+        };
+        let mixed = [point(0, 2.0), point(1, 5.5), point(1, 9.0)];
+        let (_, dense) = population_gradients(&plan.model, &reported, &mixed).unwrap();
+        // Species 1 alone: its rows are those of the mixed call.
+        let alone = &mixed[1..];
+        let (values, entries) = population_gradient_entries(&plan.model, &reported, alone).unwrap();
+        assert_eq!(values, curves_at(&plan.model, &reported, alone).unwrap());
+        let layout = CountLayout::new(plan.model.design(), plan.model.structure()).unwrap();
+        let roles = layout.roles();
+        let mut rows = vec![0.0; alone.len() * n];
+        for entry in &entries {
+            assert!(matches!(
+                roles[entry.index],
+                CountRole::Original(crate::design::ParameterRole::Beta { species: 1, .. })
+            ));
+            rows[entry.point * n + entry.index] += entry.value;
+        }
+        assert!(!entries.is_empty());
+        assert_eq!(rows, dense[n..]);
     }
 
     #[test]
