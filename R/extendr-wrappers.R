@@ -109,12 +109,6 @@ count_predict_rust <- function(plan, parameters) rust_result(.Call(wrap__count_p
 count_curves_rust <- function(plan, samples, ran, context, species, treatment, x) rust_result(.Call(wrap__count_curves_rust, plan, samples, ran, context, species, treatment, x))
 
 #' Ψ of population curves at points and its gradient in the reported
-#' vector (point-major, one full row per point), for the delta method.
-#' @keywords internal
-#' @noRd
-count_curve_gradients_rust <- function(plan, parameters, context, species, treatment, x) rust_result(.Call(wrap__count_curve_gradients_rust, plan, parameters, context, species, treatment, x))
-
-#' Ψ of population curves at points and its gradient in the reported
 #' vector as sparse triplets (`point`, `index`, 1-based; `value`; repeated
 #' pairs add), for the delta method on panels, where a dense points ×
 #' parameters matrix would not fit.

@@ -302,21 +302,25 @@ prediction_intervals <- function(object, points, pred_log, level, method,
   }
   model <- count_labels(object)
   code <- function(values, levels) as.integer(match(values, levels) - 1L)
-  gradients <- count_curve_gradients_rust(object$plan, as.double(object$fitted.parameters),
-                                          code(points$context, model$contexts),
-                                          code(points$species, model$species),
-                                          code(points$treatment, model$treatments),
-                                          points$bin)
-  count <- length(object$fitted.parameters)
-  gradient <- matrix(gradients$gradient, ncol = count, byrow = TRUE)
+  # The gradients as sparse entries (a curve depends on its block's few
+  # effects): no points x parameters matrix, whatever the panel's size.
+  gradients <- count_curve_gradient_entries_rust(object$plan,
+                                                 as.double(object$fitted.parameters),
+                                                 code(points$context, model$contexts),
+                                                 code(points$species, model$species),
+                                                 code(points$treatment, model$treatments),
+                                                 points$bin)
+  by_point <- split(seq_along(gradients$point), factor(gradients$point, seq_along(points$bin)))
   covariance <- wisp_covariance_blocks(object)
-  se <- vapply(seq_len(nrow(gradient)), function(i) {
-    g <- gradient[i, ]
-    if (anyNA(g)) return(NA_real_)
-    used <- which(g != 0)
-    v <- covariance_rows(covariance, used)
+  se <- vapply(seq_along(points$bin), function(i) {
+    if (is.na(gradients$psi[i])) return(NA_real_)
+    mine <- by_point[[i]]
+    g <- tapply(gradients$value[mine], gradients$index[mine], sum)
+    g <- g[g != 0]
+    if (!length(g)) return(0)
+    v <- covariance_rows(covariance, as.integer(names(g)))
     if (anyNA(v)) return(NA_real_)
-    sqrt(max(0, drop(g[used] %*% v %*% g[used])))
+    sqrt(max(0, drop(g %*% v %*% g)))
   }, 0)
   z <- stats::qnorm(1 - a)
   list(lower = pred_log - z * se, upper = pred_log + z * se)

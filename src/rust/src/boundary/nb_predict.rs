@@ -87,26 +87,6 @@ fn count_curves_rust(
 }
 
 /// Ψ of population curves at points and its gradient in the reported
-/// vector (point-major, one full row per point), for the delta method.
-/// @keywords internal
-/// @noRd
-#[extendr]
-fn count_curve_gradients_rust(
-    plan: Raw,
-    parameters: Vec<f64>,
-    context: Vec<i32>,
-    species: Vec<i32>,
-    treatment: Vec<i32>,
-    x: Vec<f64>,
-) -> RResult<List> {
-    let plan = count_plan(&plan)?;
-    let points = curve_points(vec![-1; x.len()], context, species, treatment, x)?;
-    let (values, gradients) =
-        predict::population_gradients(&plan.model, &parameters, &points).map_err(Error::input)?;
-    Ok(list!(psi = values, gradient = gradients))
-}
-
-/// Ψ of population curves at points and its gradient in the reported
 /// vector as sparse triplets (`point`, `index`, 1-based; `value`; repeated
 /// pairs add), for the delta method on panels, where a dense points ×
 /// parameters matrix would not fit.
@@ -206,7 +186,6 @@ extendr_module! {
     mod nb_predict;
     fn count_predict_rust;
     fn count_curves_rust;
-    fn count_curve_gradients_rust;
     fn count_curve_gradient_entries_rust;
     fn count_bands_rust;
 }

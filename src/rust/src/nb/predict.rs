@@ -235,29 +235,6 @@ pub(crate) fn curves_at(
     Ok(out)
 }
 
-/// Ψ of the population curve at each point (its `ran` must be None) and the
-/// gradient of Ψ in the reported vector, point-major (one full-length row
-/// per point; NaN rows where the curve is not informed), for the delta
-/// method. See [`population_gradient_entries`].
-pub(crate) fn population_gradients(
-    model: &CountModel,
-    reported: &[f64],
-    points: &[CurvePoint],
-) -> Result<(Vec<f64>, Vec<f64>), String> {
-    let (values, entries) = population_gradient_entries(model, reported, points)?;
-    let n = reported.len();
-    let mut gradients = vec![0.0; points.len() * n];
-    for (i, value) in values.iter().enumerate() {
-        if value.is_nan() {
-            gradients[i * n..(i + 1) * n].fill(f64::NAN);
-        }
-    }
-    for entry in entries {
-        gradients[entry.point * n + entry.index] += entry.value;
-    }
-    Ok((values, gradients))
-}
-
 /// One non-zero term of a population curve's gradient: ∂Ψ(point)/∂(reported
 /// parameter `index`) receives `value` (an index can appear more than once
 /// for one point; the terms add).
@@ -333,6 +310,30 @@ mod tests {
     use super::*;
     use crate::nb::layout::CountRole;
     use crate::nb::report::reported_parameters;
+
+    /// Ψ of the population curve at each point (its `ran` must be None) and the
+    /// gradient of Ψ in the reported vector, point-major (one full-length row
+    /// per point; NaN rows where the curve is not informed), for the delta
+    /// method: the sparse entries of [`population_gradient_entries`] laid out
+    /// densely, to check them against finite differences.
+    fn population_gradients(
+        model: &CountModel,
+        reported: &[f64],
+        points: &[CurvePoint],
+    ) -> Result<(Vec<f64>, Vec<f64>), String> {
+        let (values, entries) = population_gradient_entries(model, reported, points)?;
+        let n = reported.len();
+        let mut gradients = vec![0.0; points.len() * n];
+        for (i, value) in values.iter().enumerate() {
+            if value.is_nan() {
+                gradients[i * n..(i + 1) * n].fill(f64::NAN);
+            }
+        }
+        for entry in entries {
+            gradients[entry.point * n + entry.index] += entry.value;
+        }
+        Ok((values, gradients))
+    }
 
     #[test]
     fn curves_at_whole_bins_are_the_predictions_and_fractional_bins_lie_between() {
