@@ -310,15 +310,20 @@ prediction_intervals <- function(object, points, pred_log, level, method,
                                                  code(points$species, model$species),
                                                  code(points$treatment, model$treatments),
                                                  points$bin)
-  by_point <- split(seq_along(gradients$point), factor(gradients$point, seq_along(points$bin)))
+  # Repeated (point, parameter) entries summed, in one pass.
+  count <- length(object$fitted.parameters)
+  summed <- rowsum(gradients$value, (gradients$point - 1) * count + gradients$index)
+  key <- as.numeric(rownames(summed)) - 1
+  index <- key %% count + 1
+  by_point <- split(seq_along(key), factor(key %/% count + 1, seq_along(points$bin)))
   covariance <- wisp_covariance_blocks(object)
   se <- vapply(seq_along(points$bin), function(i) {
     if (is.na(gradients$psi[i])) return(NA_real_)
     mine <- by_point[[i]]
-    g <- tapply(gradients$value[mine], gradients$index[mine], sum)
-    g <- g[g != 0]
-    if (!length(g)) return(0)
-    v <- covariance_rows(covariance, as.integer(names(g)))
+    mine <- mine[summed[mine] != 0]
+    if (!length(mine)) return(0)
+    g <- summed[mine]
+    v <- covariance_rows(covariance, index[mine])
     if (anyNA(v)) return(NA_real_)
     sqrt(max(0, drop(g %*% v %*% g)))
   }, 0)
