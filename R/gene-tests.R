@@ -148,10 +148,7 @@ term_effect_sizes <- function(fit, term, covariance, level = 0.95) {
     if (is.null(gradient) || !is.finite(estimate)) return(c(NA_real_, NA_real_))
     gradient <- gradient[!held[as.integer(names(gradient))]]
     if (!length(gradient)) return(c(estimate, estimate))
-    v <- covariance_rows(covariance, as.integer(names(gradient)))
-    if (anyNA(v)) return(c(NA_real_, NA_real_))
-    se <- sqrt(max(0, drop(gradient %*% v %*% gradient)))
-    estimate + c(-z, z) * se
+    estimate + c(-z, z) * delta_method_se(covariance, as.integer(names(gradient)), gradient)
   }
   intervals <- function(sizes) {
     limits <- vapply(sizes, function(x) interval(x$estimate, x$gradient), c(0, 0))
@@ -232,10 +229,10 @@ shift_with_gradients <- function(fit, contrasts) {
   estimates <- unname(fit$fitted.parameters)
   rows <- which(p$role %in% c("baseline", "beta") & p$component %in% "tpoint")
   key <- paste(p$species, p$context, p$block, sep = "\r")[rows]
+  weights <- contrasts %*% W
   candidates <- lapply(split(rows, factor(key, levels = unique(key))), function(i) {
     at <- i[match(treatments, ifelse(p$role[i] == "baseline", treatments[1], p$treatment[i]))]
     if (anyNA(at)) return(NULL)
-    weights <- contrasts %*% W
     list(species = p$species[at[1]], index = at, values = drop(weights %*% estimates[at]),
          weights = weights)
   })

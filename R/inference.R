@@ -328,6 +328,15 @@ covariance_rows <- function(covariance, idx, share = c("total", "within")) {
   out
 }
 
+# The delta method's standard error of a quantity whose gradient in the
+# reported parameters at positions `index` is `gradient` (zero elsewhere):
+# sqrt(g' V g) from the Wald covariance blocks; NA where V is undefined.
+delta_method_se <- function(covariance, index, gradient) {
+  v <- covariance_rows(covariance, index)
+  if (anyNA(v)) return(NA_real_)
+  sqrt(max(0, drop(gradient %*% v %*% gradient)))
+}
+
 # The whole Wald covariance (every reported parameter; NA where undefined):
 # what vcov() returns. Everything else reads blocks (covariance_rows()).
 wisp_covariance <- function(fit) {

@@ -322,10 +322,7 @@ prediction_intervals <- function(object, points, pred_log, level, method,
     mine <- by_point[[i]]
     mine <- mine[summed[mine] != 0]
     if (!length(mine)) return(0)
-    g <- summed[mine]
-    v <- covariance_rows(covariance, index[mine])
-    if (anyNA(v)) return(NA_real_)
-    sqrt(max(0, drop(g %*% v %*% g)))
+    delta_method_se(covariance, index[mine], summed[mine])
   }, 0)
   z <- stats::qnorm(1 - a)
   list(lower = pred_log - z * se, upper = pred_log + z * se)
