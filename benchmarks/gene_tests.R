@@ -48,8 +48,8 @@ dir <- file.path("benchmarks", "out", "gene_tests", mode)
 dir.create(dir, recursive = TRUE, showWarnings = FALSE)
 commit <- tryCatch(system("git rev-parse --short HEAD", intern = TRUE), error = function(e) NA)
 
-# New designs go at the end: a design's seeds follow its place in this list.
-designs <- c("base", "small_steps", "two_points", "unequal", "ends", "close")
+source("benchmarks/gene_designs.R") # gene_designs, simulate_gene_design()
+designs <- gene_designs
 config <- list(quick = list(datasets = 8L, animals = c(3L, 5L, 8L), genes = 8L, changed = 2L),
                full = list(datasets = 40L, animals = c(2L, 3L, 5L, 8L), genes = 8L, changed = 2L),
                panel = list(datasets = 10L, animals = c(3L, 5L), genes = 100L, changed = 30L))[[mode]]
@@ -58,21 +58,6 @@ if (mode == "panel") designs <- "base"
 # summarise a run stopped part-way: finished data sets are kept).
 datasets <- Sys.getenv("WISPACK_BENCH_DATASETS")
 if (nzchar(datasets)) config$datasets <- as.integer(datasets)
-
-simulate_design <- function(design_name, animals, k) {
-  per_group <- if (design_name == "unequal") c(animals, 2L * animals) else animals
-  design <- wisp_design(between = list(genotype = c("KO", "WT")),
-                        within = list(hemisphere = c("left", "right")),
-                        animals.per.group = per_group)
-  genes <- config$genes
-  effect_prob <- c(rep(0, genes - config$changed), rep(1, config$changed))
-  seed <- 1e6 * match(design_name, designs) + 1e4 * animals + k
-  wisp_simulate(design = design, n.genes = genes, n.bins = 40, cells.per.bin = 4,
-                degrees = if (design_name %in% c("two_points", "close")) 2L else 1L,
-                point.positions = switch(design_name, ends = 0.2, close = c(0.42, 0.58)),
-                rate.step = if (design_name == "small_steps") c(0.4, 0.8) else c(0.8, 1.5),
-                effect.prob = effect_prob, seed = seed)
-}
 
 # The smallest Bonferroni-adjusted Wald p-value of the gene's effects of a
 # term (effects whose treatment is among the term's), per gene.
@@ -87,7 +72,7 @@ wald_screen <- function(fit, term_effects) {
 }
 
 one_dataset <- function(design_name, animals, k) {
-  data <- simulate_design(design_name, animals, k)
+  data <- simulate_gene_design(design_name, animals, k, config$genes, config$changed)
   started <- proc.time()
   fit <- suppressWarnings(wisp(data, verbose = FALSE, max.fork = workers))
   fit_seconds <- (proc.time() - started)[["elapsed"]]

@@ -14,20 +14,25 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 . "$repo/tools/setup.sh"
 wispack_setup
 
+# Each section is announced with the seconds since the suite began, so a
+# log shows where its time goes.
+suite_start=$(date +%s)
+section() { echo "== $* [$(( $(date +%s) - suite_start )) s]"; }
+
 # The top-level modules of the Rust core must not import one another in a
 # cycle (tools/check-module-cycles.py; its self-test runs first). The
 # "|| exit 1" is needed: set -e does not stop at a failure before the "&&".
-echo "== module import cycles"
+section "module import cycles"
 python3 "$repo/tools/check-module-cycles.py" --self-test && python3 "$repo/tools/check-module-cycles.py" || exit 1
 python3 "$repo/tools/check-architecture.py" --self-test && python3 "$repo/tools/check-architecture.py" || exit 1
 
 # benchmarks/RESULTS.md must be what tools/write-results.py writes from
 # benchmarks/headlines.csv, every page it links must exist, and every
 # results CSV must say its commit and engine (under a second).
-echo "== benchmark results page"
+section "benchmark results page"
 python3 "$repo/tools/write-results.py" --check || exit 1
 
-echo "== cargo fmt, clippy and test"
+section "cargo fmt, clippy and test"
 cd "$repo/src/rust"
 cargo fmt --check
 # Linted with and without the test hooks: a default build must be clean too.
@@ -43,12 +48,12 @@ cargo test --locked -j 2 --features test-hooks -- --test-threads=1
 # the targets' standard libraries (no dependency compiles C for the target,
 # so no cross linker or C compiler either). A target that cannot be
 # installed here is reported, not skipped silently.
-echo "== cargo clippy for other platforms"
+section "cargo clippy for other platforms"
 unchecked=""
 for target in x86_64-apple-darwin x86_64-pc-windows-gnu; do
   if ! rustc --print sysroot >/dev/null 2>&1 ||
      [ ! -d "$(rustc --print sysroot)/lib/rustlib/$target" ]; then
-    echo "== Installing the Rust target $target (rustup target add $target)"
+    section "Installing the Rust target $target (rustup target add $target)"
     if ! rustup target add "$target"; then
       echo "NOT CHECKED: the Rust target $target cannot be installed on this machine" \
         "(rustup target add $target failed, or there is no rustup); the crate was not" \
@@ -57,7 +62,7 @@ for target in x86_64-apple-darwin x86_64-pc-windows-gnu; do
       continue
     fi
   fi
-  echo "== cargo clippy --target $target (without and with the test hooks)"
+  section "cargo clippy --target $target (without and with the test hooks)"
   cargo clippy --all-targets --locked -j 2 --target "$target" -- -D warnings
   cargo clippy --all-targets --locked -j 2 --target "$target" --features test-hooks -- -D warnings
 done
@@ -65,7 +70,7 @@ done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-echo "== R CMD build"
+section "R CMD build"
 R CMD build "$repo"
 tarball=$(ls wispack_*.tar.gz)
 
@@ -86,7 +91,7 @@ run_offline() {
     "$@"
   fi
 }
-echo "== R CMD check --as-cran --no-manual ${offline:+(without network)}"
+section "R CMD check --as-cran --no-manual ${offline:+(without network)}"
 set +e
 run_offline env HOME="$work/empty-home" R_PROFILE_USER="$work/Rprofile.offline" \
   _R_CHECK_CRAN_INCOMING_REMOTE_=false _R_CHECK_SYSTEM_CLOCK_=FALSE \
@@ -106,7 +111,7 @@ if [ -n "$written" ]; then
   exit 1
 fi
 
-echo "== testthat with NOT_CRAN=true against the installed package"
+section "testthat with NOT_CRAN=true against the installed package"
 # This pass runs outside the network namespace: test-cluster.R starts a
 # one-node Slurm cluster with tools/slurm-cluster.sh (daemons on 127.0.0.1)
 # and writes to $WISPACK_SLURM_STATUS whether it could; the verdict is
@@ -171,7 +176,7 @@ if (failed > 0 || skipped > 0) quit(status = 1)
 # no missing image or file, broken internal link or anchor, JavaScript
 # error or remote resource. Both run without network where the namespace
 # can be made. About a minute.
-echo "== documentation site ${offline:+(without network)}"
+section "documentation site ${offline:+(without network)}"
 run_offline python3 "$repo/tools/check-site.py" --self-test || exit 1
 run_offline env R_LIBS="$work/wispack.Rcheck" HOME="$work/empty-home" \
   sh "$repo/tools/site.sh" "$work/site" || exit 1
@@ -180,6 +185,7 @@ run_offline env R_LIBS="$work/wispack.Rcheck" HOME="$work/empty-home" \
 screenshots=${WISPACK_SITE_SCREENSHOTS:-$(mktemp -d "${TMPDIR:-/tmp}/wispack-site-shots.XXXXXX")}
 run_offline python3 "$repo/tools/check-site.py" "$work/site" --screenshots "$screenshots" || exit 1
 
+section "done"
 if [ -n "$unchecked" ]; then
   echo "All tests passed, but the crate was NOT type-checked for:$unchecked (see above)."
 else
