@@ -98,7 +98,8 @@ one_dataset <- function(design_name, animals, k) {
       at <- reported(estimates, row$log.fc)
       lfc_truth <- if (is.na(at)) NA_real_ else sum(m[at, ] * true_log_total[g, treatments])
       # shift: every context and transition, every contrast
-      blocks <- unique(points[c("context", "block")])
+      # (no points where the fit chose no transition)
+      blocks <- if (is.null(points)) data.frame() else unique(points[c("context", "block")])
       candidates <- do.call(rbind, lapply(seq_len(nrow(blocks)), function(b) {
         here <- points[points$context == blocks$context[b] & points$block == blocks$block[b], ]
         z <- here$value[match(treatments, here$treatment)]
