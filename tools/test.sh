@@ -1,9 +1,10 @@
 #!/bin/sh
 # The full test suite: Rust formatting, lints and unit tests, the crate
 # type-checked for macOS and Windows, then R CMD build
-# and an offline R CMD check --as-cran (which must end "Status: OK"), then the
-# whole testthat suite once more with NOT_CRAN=true against the installed
-# package, so tests that --as-cran skips run too, then the documentation site
+# and an offline R CMD check --as-cran (which must end "Status: OK"; its
+# testthat run is in CRAN mode), then, with NOT_CRAN=true against the
+# installed package, every test file in which that run skipped a test, so
+# the tests --as-cran skips run too, then the documentation site
 # is built and checked in a browser. Every pass is built with the
 # test hooks (WISPACK_TEST_HOOKS=true, read by tools/config.R), so no test
 # skips for want of them. Usage: sh tools/test.sh
@@ -93,8 +94,12 @@ run_offline() {
 }
 section "R CMD check --as-cran --no-manual ${offline:+(without network)}"
 set +e
+# tests/testthat.R saves its results to WISPACK_CHECK_TEST_RESULTS: the
+# NOT_CRAN pass below reads which test files had skips.
+check_tests="$work/check-test-results.rds"
 run_offline env HOME="$work/empty-home" R_PROFILE_USER="$work/Rprofile.offline" \
   _R_CHECK_CRAN_INCOMING_REMOTE_=false _R_CHECK_SYSTEM_CLOCK_=FALSE \
+  WISPACK_CHECK_TEST_RESULTS="$check_tests" \
   R CMD check --as-cran --no-manual "$tarball" 2>&1 | tee check.log
 set -e
 if ! grep "^Status:" check.log | tail -n 1 | grep -q "^Status: OK$"; then
@@ -112,6 +117,11 @@ if [ -n "$written" ]; then
 fi
 
 section "testthat with NOT_CRAN=true against the installed package"
+# The files whose every test ran and passed in R CMD check (a failure there
+# stops the suite above) are not run again: only those in which CRAN mode
+# skipped a test, with test-cluster.R and test-real-data.R, whose verdicts
+# are reported on lines of their own. A file is run whole, and none of its
+# tests may skip.
 # This pass runs outside the network namespace: test-cluster.R starts a
 # one-node Slurm cluster with tools/slurm-cluster.sh (daemons on 127.0.0.1)
 # and writes to $WISPACK_SLURM_STATUS whether it could; the verdict is
@@ -129,9 +139,23 @@ if sh "$WISPACK_SLURM_SCRIPT" status >/dev/null 2>&1; then slurm_was_running="ye
 # The tests stop the cluster they start; this stops it too if R dies first.
 trap '[ -n "$slurm_was_running" ] || sh "$WISPACK_SLURM_SCRIPT" stop >/dev/null 2>&1; rm -rf "$work"' EXIT
 cd "$repo/tests/testthat"
-NOT_CRAN=true R_LIBS="$work/wispack.Rcheck" Rscript -e '
+NOT_CRAN=true R_LIBS="$work/wispack.Rcheck" WISPACK_CHECK_TEST_RESULTS="$check_tests" Rscript -e '
+saved <- Sys.getenv("WISPACK_CHECK_TEST_RESULTS")
+if (!file.exists(saved)) stop("R CMD check saved no test results at ", saved, " (tests/testthat.R)")
+in_check <- readRDS(saved)
+always <- c("test-cluster.R", "test-real-data.R")
+rerun <- sort(union(unique(in_check$file[in_check$skipped]), always))
+not_rerun <- setdiff(unique(in_check$file), rerun)
+cat(sprintf("testthat in R CMD check (CRAN mode): %d passed, %d skipped, in %d files; the %d files with a skip run again below, the other %d not (each of their tests ran and passed there)\n",
+            sum(in_check$nb) - sum(in_check$failed), sum(in_check$skipped),
+            length(unique(in_check$file)), length(rerun), length(not_rerun)))
+stems <- sub("^test-?", "", sub("[.][rR]$", "", rerun))
+if (!all(grepl("^[A-Za-z0-9_-]+$", stems))) stop("test file names to filter on: ", toString(rerun))
 results <- as.data.frame(testthat::test_dir(".", package = "wispack",
-  load_package = "installed", reporter = "summary", stop_on_failure = FALSE))
+  load_package = "installed", reporter = "summary", stop_on_failure = FALSE,
+  filter = paste0("^(", paste(stems, collapse = "|"), ")$")))
+missing <- setdiff(rerun, results$file)
+if (length(missing)) stop("files with skips in R CMD check did not run here: ", toString(missing))
 # Where Slurm cannot be set up, the cluster tests skip, and that is reported
 # as a result of its own rather than counted as a skipped test.
 status_file <- Sys.getenv("WISPACK_SLURM_STATUS")
@@ -149,7 +173,8 @@ if (skipped > 0) {
   cat("Skipped tests in the full run:\n")
   print(results[counted_skips, c("file", "test")])
 }
-cat(sprintf("testthat (NOT_CRAN=true): %d passed, %d failed, %d skipped\n", passed, failed, skipped))
+cat(sprintf("testthat (NOT_CRAN=true): %d passed, %d failed, %d skipped, in the %d files with skips in CRAN mode\n",
+            passed, failed, skipped, length(unique(results$file))))
 if (unavailable) {
   cat("Slurm cluster test: NOT RUN. Slurm cannot be set up here:", sub("^unavailable: ", "", slurm), "\n")
 } else {
