@@ -63,9 +63,7 @@ term_rows <- function(fit, effects) {
 term_denominator_df <- function(fit, term, covariance) {
   genes <- fit$grouping.variables$species.lvls
   spread_df <- animal_spread_df(fit)
-  if (is.null(spread_df) || !all(fit$design$between[term$factors] %in% TRUE)) {
-    return(rep(Inf, length(genes)))
-  }
+  if (!term_between_animals(fit, term)) return(rep(Inf, length(genes)))
   rows <- term_rows(fit, term$effects)
   species <- fit$parameters$species
   vapply(genes, function(g) {
@@ -78,6 +76,14 @@ term_denominator_df <- function(fit, term, covariance) {
     multivariate_satterthwaite_df(total[defined, defined, drop = FALSE],
                                   within[defined, defined, drop = FALSE], spread_df)
   }, 0, USE.NAMES = FALSE)
+}
+
+# Whether all the factors of a term vary between animals only (genotype,
+# age, and their interactions), so that its effects are estimated against
+# the animals' spread, whose variance has animals - groups degrees of
+# freedom.
+term_between_animals <- function(fit, term) {
+  !is.null(animal_spread_df(fit)) && all(fit$design$between[term$factors] %in% TRUE)
 }
 
 # Fai and Cornelius's denominator df of an F test of q effects with
@@ -111,7 +117,12 @@ multivariate_satterthwaite_df <- function(total, within, spread_df) {
 # of (-1)^|S \ A| times the value at t with the factors outside A at their
 # reference levels. The largest in absolute value across treatments (and,
 # for shifts, contexts and points) is reported, signed, with the interval of
-# that contrast (chosen after looking, so not adjusted for the choice).
+# that contrast. Because it was chosen as the largest of m candidates, its
+# interval is Bonferroni's over the m (level 1 - (1 - level) / m), so that
+# all m intervals would hold together, the chosen one with them. A term
+# between animals takes a t quantile on the contrast's Satterthwaite df
+# (its variance's share from the animals' spread, estimated on animals -
+# groups df; as the Wald tests' df), others the normal one.
 term_effect_sizes <- function(fit, term, covariance, level = 0.95) {
   genes <- fit$grouping.variables$species.lvls
   treatments <- fit$treatment$names
@@ -140,18 +151,26 @@ term_effect_sizes <- function(fit, term, covariance, level = 0.95) {
   contrasts <- Filter(Negate(is.null), lapply(term$effects, contrast_of))
   contrasts <- if (length(contrasts)) do.call(rbind, contrasts) else
     matrix(0, 0, length(treatments))
-  z <- stats::qnorm(1 - (1 - level) / 2)
   log_fc <- log_fc_with_gradients(fit, contrasts)
   shift <- shift_with_gradients(fit, contrasts)
   held <- held_rows(fit$parameters)
-  interval <- function(estimate, gradient) {
+  spread_df <- if (term_between_animals(fit, term)) animal_spread_df(fit)
+  interval <- function(estimate, gradient, candidates) {
     if (is.null(gradient) || !is.finite(estimate)) return(c(NA_real_, NA_real_))
     gradient <- gradient[!held[as.integer(names(gradient))]]
     if (!length(gradient)) return(c(estimate, estimate))
-    estimate + c(-z, z) * delta_method_se(covariance, as.integer(names(gradient)), gradient)
+    index <- as.integer(names(gradient))
+    variance <- delta_method_variance(covariance, index, gradient)
+    tail <- (1 - level) / (2 * max(1L, candidates))
+    quantile <- if (is.null(spread_df)) stats::qnorm(1 - tail) else {
+      within <- delta_method_variance(covariance, index, gradient, "within")
+      df <- satterthwaite_df(variance, within, spread_df)
+      stats::qt(1 - tail, if (is.na(df)) spread_df else df)
+    }
+    estimate + c(-1, 1) * quantile * sqrt(variance)
   }
   intervals <- function(sizes) {
-    limits <- vapply(sizes, function(x) interval(x$estimate, x$gradient), c(0, 0))
+    limits <- vapply(sizes, function(x) interval(x$estimate, x$gradient, x$candidates), c(0, 0))
     list(estimate = vapply(sizes, `[[`, 0, "estimate"), lower = limits[1, ],
          upper = limits[2, ])
   }
@@ -202,15 +221,16 @@ log_fc_with_gradients <- function(fit, contrasts) {
       log_total <- log(pmax(total[key], .Machine$double.xmin))
       values <- drop(contrasts %*% log_total)
       best <- largest_position(values)
-      if (is.na(best)) return(list(estimate = NA_real_, gradient = NULL))
+      if (is.na(best)) return(list(estimate = NA_real_, gradient = NULL, candidates = 0L))
       used <- by_gene[[g]]
       point <- entries$point[used]
       # d log T_t: the point's weight in its treatment's total.
       treatment_weight <- contrasts[best, match(grid$treatment[point], treatments)]
       weight <- treatment_weight * slope[point] / total[as.character(group[point])]
       gradient <- tapply(weight * entries$value[used], entries$index[used], sum)
-      list(estimate = unname(values[best]), gradient = stats::setNames(as.double(gradient),
-                                                                        names(gradient)))
+      list(estimate = unname(values[best]),
+           gradient = stats::setNames(as.double(gradient), names(gradient)),
+           candidates = sum(is.finite(values)))
     })
   })
   unlist(unname(out), recursive = FALSE)[genes]
@@ -240,14 +260,16 @@ shift_with_gradients <- function(fit, contrasts) {
   species <- vapply(candidates, `[[`, "", "species")
   lapply(stats::setNames(genes, genes), function(g) {
     mine <- candidates[species == g]
-    if (!length(mine) || !nrow(contrasts)) return(list(estimate = NA_real_, gradient = NULL))
+    none <- list(estimate = NA_real_, gradient = NULL, candidates = 0L)
+    if (!length(mine) || !nrow(contrasts)) return(none)
     values <- unlist(lapply(mine, `[[`, "values"))
     best <- largest_position(values)
-    if (is.na(best)) return(list(estimate = NA_real_, gradient = NULL))
+    if (is.na(best)) return(none)
     block <- mine[[(best - 1L) %/% nrow(contrasts) + 1L]]
     row <- (best - 1L) %% nrow(contrasts) + 1L
     list(estimate = unname(values[best]),
-         gradient = stats::setNames(as.double(block$weights[row, ]), block$index))
+         gradient = stats::setNames(as.double(block$weights[row, ]), block$index),
+         candidates = sum(is.finite(values)))
   })
 }
 
@@ -314,9 +336,15 @@ shift_with_gradients <- function(fit, contrasts) {
 #' absolute value is reported, with its sign. Each comes with a 95 % Wald
 #' interval (`log.fc.lower`, `log.fc.upper`, `shift.lower`, `shift.upper`):
 #' the delta method on the fit's Wald covariance (as [vcov.wisp()]), for the
-#' contrast reported. The contrast is chosen as the largest, so its interval
-#' is not adjusted for that choice, and its coverage has not been measured
-#' by the benchmarks yet; read it as a measure of precision.
+#' contrast reported. That contrast was chosen as the largest of m
+#' candidates (treatment pairs, and for `shift` also contexts and
+#' transitions), so its interval is Bonferroni's over the m (each at level 1
+#' − 0.05 / m, so that all m would hold together). A term whose factors all
+#' vary between animals (genotype) takes a t quantile on the contrast's
+#' Satterthwaite degrees of freedom (as the Wald tests' df, from the
+#' animals' spread), others the normal quantile. Their coverage is measured
+#' in `benchmarks/effect_sizes.R` (see `vignette("inference", package =
+#' "wispack")`).
 #'
 #' @param object A `"wisp"` fit with `likelihood = "nb"`.
 #' @param terms Names of the terms to test (default: every term of the design).

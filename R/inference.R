@@ -328,13 +328,19 @@ covariance_rows <- function(covariance, idx, share = c("total", "within")) {
   out
 }
 
-# The delta method's standard error of a quantity whose gradient in the
-# reported parameters at positions `index` is `gradient` (zero elsewhere):
-# sqrt(g' V g) from the Wald covariance blocks; NA where V is undefined.
-delta_method_se <- function(covariance, index, gradient) {
-  v <- covariance_rows(covariance, index)
+# The delta method's variance of a quantity whose gradient in the reported
+# parameters at positions `index` is `gradient` (zero elsewhere): g' V g
+# from the Wald covariance blocks (`share = "within"`: from their
+# within-animal share); NA where V is undefined. delta_method_se() is its
+# square root.
+delta_method_variance <- function(covariance, index, gradient, share = c("total", "within")) {
+  v <- covariance_rows(covariance, index, match.arg(share))
   if (anyNA(v)) return(NA_real_)
-  sqrt(max(0, drop(gradient %*% v %*% gradient)))
+  max(0, drop(gradient %*% v %*% gradient))
+}
+
+delta_method_se <- function(covariance, index, gradient) {
+  sqrt(delta_method_variance(covariance, index, gradient))
 }
 
 # The whole Wald covariance (every reported parameter; NA where undefined):

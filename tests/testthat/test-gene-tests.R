@@ -129,7 +129,14 @@ test_that("the gene-level effect sizes are the curves' contrasts, by hand", {
     row <- tests[tests$term == "genotype" & tests$gene == g, ]
     expect_equal(row$shift, shift_of(fit), tolerance = 1e-3)
     # The 95 % intervals: the delta method with gradients by central
-    # differences of the by-hand quantities, and vcov(fit).
+    # differences of the by-hand quantities, and vcov(fit). The reported
+    # contrast is the larger of two, so Bonferroni's level over both (tail
+    # 0.025 / 2); genotype varies between animals, so a t quantile on the
+    # contrast's Satterthwaite df: animals - genotypes, times (g'Vg / g'V_b
+    # g)^2 with V_b the share of V from the animals' spread (V less the
+    # fit's within-animal share).
+    within <- wispack:::wisp_covariance_blocks(fit)
+    spread_df <- length(unique(counts$ran)) - 2L
     log_fc_of <- function(object) {
       rate <- predict(object, newdata = grid[grid$species == g, ], type = "response")
       total <- tapply(rate, grid$treatment[grid$species == g], sum)
@@ -138,7 +145,7 @@ test_that("the gene-level effect sizes are the curves' contrasts, by hand", {
     }
     # A point moves linearly with its effects, so its differences can take
     # wide steps (the optimum's location is found to about 1e-5 bins).
-    delta_interval <- function(of, names, relative.step = 1e-5) {
+    delta_interval <- function(of, names, relative.step = 1e-5, between = TRUE, candidates = 2L) {
       gradient <- vapply(names, function(name) {
         step <- relative.step * max(1, abs(fit$fitted.parameters[[name]]))
         up <- down <- fit
@@ -146,8 +153,12 @@ test_that("the gene-level effect sizes are the curves' contrasts, by hand", {
         down$fitted.parameters[[name]] <- down$fitted.parameters[[name]] - step
         (of(up) - of(down)) / (2 * step)
       }, 0)
-      se <- sqrt(drop(gradient %*% stats::vcov(fit)[names, names] %*% gradient))
-      of(fit) + c(-1, 1) * stats::qnorm(0.975) * se
+      at <- match(names, names(fit$fitted.parameters))
+      variance <- drop(gradient %*% stats::vcov(fit)[names, names] %*% gradient)
+      variance_within <- drop(gradient %*% wispack:::covariance_rows(within, at, "within") %*%
+                                gradient)
+      df <- if (between) spread_df * (variance / (variance - variance_within))^2 else Inf
+      of(fit) + c(-1, 1) * stats::qt(1 - 0.025 / candidates, df) * sqrt(variance)
     }
     mine <- grep(paste0("_", g, "_"), rownames(stats::vcov(fit)), value = TRUE)
     expect_equal(c(row$log.fc.lower, row$log.fc.upper),
@@ -155,6 +166,18 @@ test_that("the gene-level effect sizes are the curves' contrasts, by hand", {
     expect_equal(c(row$shift.lower, row$shift.upper),
                  unname(delta_interval(shift_of, grep("tpoint", mine, value = TRUE), 0.01)),
                  tolerance = 1e-3)
+    # The interaction varies within animals too, and is one contrast: the
+    # plain normal 95 % interval.
+    interaction_of <- function(object) {
+      rate <- predict(object, newdata = grid[grid$species == g, ], type = "response")
+      total <- tapply(rate, grid$treatment[grid$species == g], sum)
+      log(total[["KO:right"]]) - log(total[["right"]]) - log(total[["KO"]]) +
+        log(total[["WT:left"]])
+    }
+    row <- tests[tests$term == "genotype:hemisphere" & tests$gene == g, ]
+    expect_equal(c(row$log.fc.lower, row$log.fc.upper),
+                 unname(delta_interval(interaction_of, mine, between = FALSE, candidates = 1L)),
+                 tolerance = 1e-4)
   }
 })
 
