@@ -184,9 +184,9 @@ selection_table <- function(columns) {
              stringsAsFactors = FALSE)
 }
 
-# The R description of a count fit's plan (labels of every parameter and
-# row), in the fields the original's description has where they mean the
-# same.
+# The R description of a count fit's plan (labels of every parameter; the
+# summed table's rows come from count_summed_table()), in the fields the
+# original's description has where they mean the same.
 count_description <- function(plan) {
   d <- count_describe_rust(plan)
   n_treatments <- length(d$treatments)
@@ -195,8 +195,6 @@ count_description <- function(plan) {
   reference <- reference_treatment_name(vapply(d$factor_levels, `[`, "", 1L), d$treatments[-1])
   d$treatments <- as_treatment_names(d$treatments, reference)
   d$parameters$treatment <- as_treatment_names(d$parameters$treatment, reference)
-  d$rows$treatment <- as_treatment_names(d$rows$treatment, reference)
-  d$population$treatment <- as_treatment_names(d$population$treatment, reference)
   structure(list(
     likelihood = "nb",
     parameters = as.data.frame(d$parameters, stringsAsFactors = FALSE),
@@ -217,8 +215,6 @@ count_description <- function(plan) {
                         dimnames = list(d$species, d$contexts)),
     random.sd = matrix(c(d$sd$point, d$sd$rate, d$sd$slope), length(d$species), 3L,
                        dimnames = list(d$species, c("point", "rate", "slope"))),
-    rows = as.data.frame(d$rows, stringsAsFactors = FALSE),
-    population = as.data.frame(d$population, stringsAsFactors = FALSE),
     exposure = d$exposure,
     between = stats::setNames(d$between, d$factor_names),
     groups = stats::setNames(d$groups, d$ran_levels),
@@ -227,27 +223,22 @@ count_description <- function(plan) {
   ), class = "wisp_count_model")
 }
 
-# The summed table of a count fit: observed rows (one per measured animal x
-# context x gene x treatment x bin), then the population rows (ran "none",
-# the fixed-effect curves). `psi` holds Psi for those rows in that order.
-count_summed_table <- function(description, psi) {
-  rows <- description$rows
-  population <- description$population
-  n <- nrow(rows)
-  observed_psi <- psi$rows
-  data.frame(
-    bin = c(rows$bin, population$bin),
-    count = c(rows$count, rep(NA_real_, nrow(population))),
-    exposure = c(rows$exposure, rep(NA_real_, nrow(population))),
-    pred = c(rows$exposure * rate_at(observed_psi, "nb"), rate_at(psi$population, "nb")),
-    count.log = c(log1p(rows$count / rows$exposure), rep(NA_real_, nrow(population))),
-    pred.log = c(observed_psi, psi$population),
-    context = c(rows$context, population$context),
-    species = c(rows$species, population$species),
-    ran = c(rows$ran, rep("none", nrow(population))),
-    treatment = c(rows$treatment, population$treatment),
-    stringsAsFactors = FALSE
+# The summed table of a count fit at `parameters`: observed rows (one per
+# measured animal x context x gene x treatment x bin), then the population
+# rows (ran "none", the fixed-effect curves). The core writes each column
+# once into an R vector (a panel has millions of rows); the labels come as
+# codes into their levels. `treatments` are the treatment names in the
+# core's order, as the fit reports them.
+count_summed_table <- function(plan, parameters, treatments) {
+  t <- count_summed_table_rust(plan, as.double(parameters))
+  columns <- list(
+    bin = t$bin, count = t$count, exposure = t$exposure, pred = t$pred,
+    count.log = t$count_log, pred.log = t$pred_log,
+    context = t$context_levels[t$context], species = t$species_levels[t$species],
+    ran = c(model_rules()$population_level, t$ran_levels)[t$ran],
+    treatment = treatments[t$treatment]
   )
+  structure(columns, class = "data.frame", row.names = .set_row_names(length(t$bin)))
 }
 
 # Which parameters are effects a reduced model holds at 0 (model.settings$trtKO).
@@ -280,14 +271,13 @@ wisp_count_result <- function(fitted, settings, plot.settings, variables, call) 
   model$parameters$held <- model$parameters$role %in% "beta" &
     model$parameters$treatment %in% held
   parameters <- stats::setNames(fitted$parameters, model$parameter_names)
-  psi <- count_predict_rust(fitted$plan, parameters)
   fixed_sd <- length(settings$random_sd) == 3L
   diagnostics <- fit_diagnostics(fitted$diagnostics, length(parameters))
   diagnostics$df <- count_degrees_of_freedom(model$parameters, parameters, fixed_sd,
                                              dispersion_fixed(settings))
   fit <- structure(list(
     model.component.list = c("Rt", "tslope", "tpoint"),
-    count.data.summed = count_summed_table(model, psi),
+    count.data.summed = count_summed_table(fitted$plan, parameters, model$treatments),
     LRO.grid.search.results = fitted$grid,
     structure.selection = fitted$selection,
     structure.seconds = fitted$structure_seconds,
@@ -346,8 +336,7 @@ gene_qc_table <- function(model) {
   span <- function(v) paste(unique(formatC(range(v), digits = 2, format = "g")), collapse = "-")
   genes <- fits$species
   note <- fits$stop
-  totals <- tapply(model$rows$count, factor(model$rows$species, levels = genes), sum)
-  silent <- !is.na(totals) & totals == 0 & !nzchar(note)
+  silent <- fits$observed_rows > 0 & fits$observed_count == 0 & !nzchar(note)
   note[silent] <- "no counts: every count of the gene is 0"
   failed <- !fits$fitted
   data.frame(gene = genes, converged = fits$converged, fitted = fits$fitted,

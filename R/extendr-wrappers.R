@@ -93,7 +93,23 @@ count_memory_rust <- function(tokens, factors, rows) rust_result(.Call(wrap__cou
 #' @noRd
 memory_available_rust <- function(bytes) rust_result(.Call(wrap__memory_available_rust, bytes))
 
+#' Describe a count fit: parameters, design, curves and dispersions, the
+#' random-effect SDs, the animals' groups, each gene's own fit. Every
+#' parameter comes with its labels; the summed table's rows come from
+#' count_summed_table_rust().
+#' @keywords internal
+#' @noRd
 count_describe_rust <- function(plan) rust_result(.Call(wrap__count_describe_rust, plan))
+
+#' The summed table of a count fit at `parameters` (R's count.data.summed),
+#' column by column, written straight into R vectors: bin, count, exposure,
+#' pred (the expected count), count_log, pred_log (Ψ), and the 1-based
+#' codes of context, species, ran (1: the population) and treatment into
+#' the level vectors that come with them. Count, exposure and count_log
+#' are NA on population rows.
+#' @keywords internal
+#' @noRd
+count_summed_table_rust <- function(plan, parameters) rust_result(.Call(wrap__count_summed_table_rust, plan, parameters))
 
 #' Ψ of the observed rows (in `count_describe_rust`'s order) and of the
 #' population rows at a reported parameter vector.

@@ -115,8 +115,8 @@ curve_values.wisp_nb <- function(object, points, samples) {
 }
 # The labels of a count fit's plan in the core's order (contexts, species,
 # random levels, treatments), as the fit keeps them (wisp_count_result()
-# takes them from the plan's description); describing the plan again, with
-# a row per summed row, only for a fit without them.
+# takes them from the plan's description); describing the plan again only
+# for a fit without them.
 count_labels <- function(fit) {
   groups <- fit$grouping.variables
   if (is.null(groups$context.lvls) || is.null(groups$species.lvls) ||

@@ -505,18 +505,30 @@ fixed_effect_description <- function(model) {
 
 # The original's 0-based index lists: beta[[component]][[context]][[species]]
 # (block-major, treatment-minor) and w.factor[[point|rate|slope]] (species,
-# then random level).
+# then random level). The parameters are split by curve in one pass: a panel
+# has 10^5 parameters in 10^4 curves, and selecting each curve's from all of
+# them took a minute.
 parameter_indices <- function(model) {
   p <- model$parameters
   index0 <- seq_len(nrow(p)) - 1L
-  beta <- lapply(c(Rt = "Rt", tslope = "tslope", tpoint = "tpoint"), function(component) {
-    lapply(stats::setNames(model$contexts, model$contexts), function(context) {
-      lapply(stats::setNames(model$species, model$species), function(species) {
-        index0[p$role != "warp" & p$component == component &
-                 p$context %in% context & p$species %in% species]
-      })
-    })
+  components <- c(Rt = "Rt", tslope = "tslope", tpoint = "tpoint")
+  contexts <- model$contexts
+  species <- model$species
+  on_curve <- which(p$role != "warp" & p$component %in% components &
+                      p$context %in% contexts & p$species %in% species)
+  # Curve number k + K (c - 1) + K C (s - 1): component k, context c, species s.
+  sizes <- c(length(components), length(contexts), length(species))
+  curve <- match(p$component[on_curve], components) +
+    sizes[1] * (match(p$context[on_curve], contexts) - 1L) +
+    sizes[1] * sizes[2] * (match(p$species[on_curve], species) - 1L)
+  by_curve <- unname(split(index0[on_curve], factor(curve, levels = seq_len(prod(sizes)))))
+  beta <- lapply(seq_along(components), function(k) {
+    stats::setNames(lapply(seq_along(contexts), function(c) {
+      stats::setNames(by_curve[k + sizes[1] * (c - 1L) + sizes[1] * sizes[2] *
+                                 (seq_along(species) - 1L)], species)
+    }), contexts)
   })
+  names(beta) <- names(components)
   w.factor <- lapply(c(point = "point", rate = "rate", slope = "slope"), function(kind) {
     index0[p$role == "warp" & p$component == kind]
   })

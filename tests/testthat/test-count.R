@@ -77,6 +77,77 @@ test_that("bins nobody measured create no transition", {
                    c(0L, 0L))
 })
 
+test_that("the summed table holds each observed row once with its summed count, then the curves", {
+  # Animals nested in genotype; one animal misses two bins, and one gene
+  # has no count at all.
+  counts <- wisp_simulate(design = count_design(nested = TRUE), n.genes = 2, n.bins = 20,
+                          cells.per.bin = 3, seed = 11)
+  first <- sort(unique(as.character(counts$ran)))[1]
+  counts <- counts[!(counts$ran == first & counts$bin %in% c(5, 6)), ]
+  counts$count[counts$species == "gene2"] <- 0
+  fit <- suppressWarnings(wisp(counts, model.settings = list(LRO_cost = "none"),
+                               verbose = FALSE, fit_only = TRUE))
+  d <- fit$count.data.summed
+  expect_identical(names(d), c("bin", "count", "exposure", "pred", "count.log", "pred.log",
+                               "context", "species", "ran", "treatment"))
+  observed <- d[d$ran != "none", ]
+  # Each (animal, context, gene, bin, hemisphere) of the tokens, summed by
+  # hand: the count and the number of cells (the exposure).
+  by_hand <- stats::aggregate(list(count = counts$count, exposure = rep(1, nrow(counts))),
+                              counts[c("ran", "context", "species", "bin", "hemisphere")], sum)
+  expect_identical(nrow(observed), nrow(by_hand))
+  key <- function(x) paste(x$ran, x$context, x$species, x$bin, x$count, x$exposure, sep = "\r")
+  expect_identical(sort(key(observed)), sort(key(by_hand)))
+  expect_false(any(observed$ran == first & observed$bin %in% c(5, 6)))
+  # Each animal's rows carry its own genotype's treatments only.
+  genotype <- vapply(split(as.character(counts$genotype), as.character(counts$ran)), unique, "")
+  treatments <- lapply(split(observed$treatment, observed$ran), function(t) sort(unique(t)))
+  expect_identical(names(treatments), names(genotype))
+  expect_identical(unname(lengths(treatments)), rep(2L, length(genotype)))
+  expect_identical(length(unique(vapply(treatments[genotype == "KO"], paste, "",
+                                        collapse = ","))), 1L)
+  expect_length(intersect(unlist(treatments[genotype == "KO"]),
+                          unlist(treatments[genotype == "WT"])), 0L)
+  # Population rows: one per context x gene x treatment x bin, nothing observed.
+  population <- d[d$ran == "none", ]
+  expect_identical(nrow(population), 1L * 2L * 4L * 20L)
+  expect_true(all(is.na(population$count) & is.na(population$exposure) &
+                    is.na(population$count.log)))
+  expect_identical(sort(unique(population$treatment)), sort(fit$treatment$names))
+  # The columns computed from the others, by hand: log(1 + count / exposure),
+  # and the expected count exposure x (e^psi - 1) away from the rate's
+  # smooth floor at 0 (which adds 1e-8 per unit of exposure there).
+  expect_identical(observed$count.log, log1p(observed$count / observed$exposure))
+  clear <- d$pred.log > 0.1
+  exposure <- ifelse(is.na(d$exposure), 1, d$exposure)
+  expect_lt(max(abs(d$pred[clear] - exposure[clear] * expm1(d$pred.log[clear])) /
+                  exposure[clear]), 1e-7)
+  expect_identical(d$pred.log, predict(fit))
+  expect_identical(fit$gene.qc$note[2], "no counts: every count of the gene is 0")
+})
+
+test_that("param.idx0 lists each curve's parameters as selecting them one by one does", {
+  fit <- small_fit()
+  model <- list(parameters = fit$parameters, contexts = fit$grouping.variables$context.lvls,
+                species = fit$grouping.variables$species.lvls)
+  # The straightforward selection, curve by curve (quadratic in a panel).
+  p <- fit$parameters
+  index0 <- seq_len(nrow(p)) - 1L
+  slow <- lapply(c(Rt = "Rt", tslope = "tslope", tpoint = "tpoint"), function(component) {
+    lapply(stats::setNames(model$contexts, model$contexts), function(context) {
+      lapply(stats::setNames(model$species, model$species), function(species) {
+        index0[p$role != "warp" & p$component == component &
+                 p$context %in% context & p$species %in% species]
+      })
+    })
+  })
+  expect_identical(fit$param.idx0$beta, slow)
+  expect_identical(wispack:::parameter_indices(model)$beta, slow)
+  # A gene of the layout without curves of some component keeps empty entries.
+  model$species <- c(model$species, "absent")
+  expect_identical(wispack:::parameter_indices(model)$beta$tpoint[[1]]$absent, integer(0))
+})
+
 test_that("exposure keeps cell density from reading as expression", {
   density <- c(rep(8L, 20), rep(4L, 20)) # cells per bin: half as many from bin 21
   counts <- wisp_simulate(n.genes = 2, n.random = 3, n.bins = 40, cells.per.bin = density,

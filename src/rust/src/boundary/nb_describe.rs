@@ -7,15 +7,11 @@ use super::RResult;
 use crate::design::{ParameterRole, WarpKind};
 use crate::error::Error;
 use crate::nb::layout::{CountLayout, CountRole};
+use crate::nb::predict;
 use crate::nb::redraw::{animal_groups, between_animal_factors};
 use crate::nb::report::warp_slot;
 use extendr_api::prelude::*;
 
-/// Describe a count fit: parameters, design, curves, the observed rows and
-/// the population rows, the random-effect SDs, the animals' groups. Every
-/// row comes with its labels.
-/// @keywords internal
-/// @noRd
 /// A parameter's role, component and labels (context, species, block,
 /// treatment, random level), as count_describe_rust() reports them.
 type RoleLabels<'a> = (
@@ -28,6 +24,12 @@ type RoleLabels<'a> = (
     Option<String>,
 );
 
+/// Describe a count fit: parameters, design, curves and dispersions, the
+/// random-effect SDs, the animals' groups, each gene's own fit. Every
+/// parameter comes with its labels; the summed table's rows come from
+/// count_summed_table_rust().
+/// @keywords internal
+/// @noRd
 #[extendr]
 fn count_describe_rust(plan: Raw) -> RResult<List> {
     let plan = count_plan(&plan)?;
@@ -104,69 +106,6 @@ fn count_describe_rust(plan: Raw) -> RResult<List> {
         treatment = treatment,
         ran = ran
     );
-    // Observed rows: species, then the table's key order (animal, context, treatment, bin).
-    let treatment_names = design.treatment_names();
-    let (
-        mut row_ran,
-        mut row_context,
-        mut row_species,
-        mut row_treatment,
-        mut row_bin,
-        mut row_count,
-        mut row_exposure,
-    ) = (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
-    let observed = table.observed();
-    for s in 0..shape.species {
-        let (counts, exposures) = (table.counts(s), table.exposures(s));
-        for r in 0..shape.ran_levels {
-            for c in 0..shape.contexts {
-                for (t, treatment_name) in treatment_names.iter().enumerate() {
-                    let first = table.block_key(r, c, t);
-                    for b in 0..shape.bins {
-                        if !observed[first + b] {
-                            continue;
-                        }
-                        row_ran.push(design.ran_levels()[r].as_str());
-                        row_context.push(design.contexts()[c].as_str());
-                        row_species.push(design.species()[s].as_str());
-                        row_treatment.push(treatment_name.as_str());
-                        row_bin.push(b as i32 + 1);
-                        row_count.push(counts[first + b]);
-                        row_exposure.push(exposures[first + b]);
-                    }
-                }
-            }
-        }
-    }
-    let rows = list!(
-        ran = row_ran,
-        context = row_context,
-        species = row_species,
-        treatment = row_treatment,
-        bin = row_bin,
-        count = row_count,
-        exposure = row_exposure
-    );
-    let (mut pop_context, mut pop_species, mut pop_treatment, mut pop_bin) =
-        (vec![], vec![], vec![], vec![]);
-    for s in 0..shape.species {
-        for c in 0..shape.contexts {
-            for treatment_name in &treatment_names {
-                for b in 1..=shape.bins {
-                    pop_context.push(design.contexts()[c].as_str());
-                    pop_species.push(design.species()[s].as_str());
-                    pop_treatment.push(treatment_name.as_str());
-                    pop_bin.push(b as i32);
-                }
-            }
-        }
-    }
-    let population = list!(
-        context = pop_context,
-        species = pop_species,
-        treatment = pop_treatment,
-        bin = pop_bin
-    );
     let (mut curve_context, mut curve_species, mut degree, mut dispersion) =
         (vec![], vec![], vec![], vec![]);
     for (c, context_name) in design.contexts().iter().enumerate() {
@@ -183,7 +122,20 @@ fn count_describe_rust(plan: Raw) -> RResult<List> {
         degree = degree,
         dispersion = dispersion
     );
-    // Each gene's own fit, for the quality-control table of a panel.
+    // Each gene's own fit, for the quality-control table of a panel, with
+    // its observed rows and their summed count (a gene without any count
+    // is named there).
+    let observed = table.observed();
+    let observed_totals: Vec<(usize, f64)> = (0..shape.species)
+        .map(|s| {
+            let counts = table.counts(s);
+            (0..table.key_count())
+                .filter(|&key| observed[key])
+                .fold((0, 0.0), |(rows, total), key| {
+                    (rows + 1, total + counts[key])
+                })
+        })
+        .collect();
     let fits = &plan.estimate.species;
     let species_fits = list!(
         species = fits
@@ -201,7 +153,15 @@ fn count_describe_rust(plan: Raw) -> RResult<List> {
         stop = fits
             .iter()
             .map(|f| f.stop.clone().unwrap_or_default())
-            .collect::<Vec<String>>()
+            .collect::<Vec<String>>(),
+        observed_rows = fits
+            .iter()
+            .map(|f| observed_totals[f.species].0 as f64)
+            .collect::<Vec<f64>>(),
+        observed_count = fits
+            .iter()
+            .map(|f| observed_totals[f.species].1)
+            .collect::<Vec<f64>>()
     );
     let sd = List::from_pairs(WarpKind::ALL.iter().map(|&kind| {
         (
@@ -220,8 +180,6 @@ fn count_describe_rust(plan: Raw) -> RResult<List> {
         ("ran_levels", r!(design.ran_levels().to_vec())),
         ("bins", r!(shape.bins as i32)),
         ("curves", curves.into()),
-        ("rows", rows.into()),
-        ("population", population.into()),
         ("sd", sd.into()),
         ("species_fits", species_fits.into()),
         ("exposure", r!(table.exposure_kind().name())),
@@ -246,7 +204,71 @@ fn count_describe_rust(plan: Raw) -> RResult<List> {
     Ok(List::from_pairs(fields))
 }
 
+/// The summed table of a count fit at `parameters` (R's count.data.summed),
+/// column by column, written straight into R vectors: bin, count, exposure,
+/// pred (the expected count), count_log, pred_log (Ψ), and the 1-based
+/// codes of context, species, ran (1: the population) and treatment into
+/// the level vectors that come with them. Count, exposure and count_log
+/// are NA on population rows.
+/// @keywords internal
+/// @noRd
+#[extendr]
+fn count_summed_table_rust(plan: Raw, parameters: Vec<f64>) -> RResult<List> {
+    let plan = count_plan(&plan)?;
+    let model = &plan.model;
+    let design = model.design();
+    let predictions = predict::predictions_at(model, &parameters).map_err(Error::input)?;
+    let rows = predict::summed_row_count(model);
+    let mut bin = Integers::new(rows);
+    let (mut context, mut species, mut ran, mut treatment) = (
+        Integers::new(rows),
+        Integers::new(rows),
+        Integers::new(rows),
+        Integers::new(rows),
+    );
+    let (mut count, mut exposure, mut expected, mut count_log, mut psi) = (
+        Doubles::new(rows),
+        Doubles::new(rows),
+        Doubles::new(rows),
+        Doubles::new(rows),
+        Doubles::new(rows),
+    );
+    let code = |index: usize| Rint::from(index as i32 + 1);
+    predict::visit_summed_rows(model, &predictions, |i, row| {
+        bin[i] = Rint::from(row.bin as i32);
+        context[i] = code(row.context);
+        species[i] = code(row.species);
+        ran[i] = row.ran.map_or(Rint::from(1), |r| code(r + 1));
+        treatment[i] = code(row.treatment);
+        let (y, e) = row.observed.map_or((Rfloat::na(), Rfloat::na()), |(y, e)| {
+            (Rfloat::from(y), Rfloat::from(e))
+        });
+        count[i] = y;
+        exposure[i] = e;
+        expected[i] = Rfloat::from(row.expected());
+        count_log[i] = row.observed_psi().map_or(Rfloat::na(), Rfloat::from);
+        psi[i] = Rfloat::from(row.psi);
+    });
+    Ok(list!(
+        bin = bin,
+        count = count,
+        exposure = exposure,
+        pred = expected,
+        count_log = count_log,
+        pred_log = psi,
+        context = context,
+        species = species,
+        ran = ran,
+        treatment = treatment,
+        context_levels = design.contexts().to_vec(),
+        species_levels = design.species().to_vec(),
+        ran_levels = design.ran_levels().to_vec(),
+        treatment_levels = design.treatment_names()
+    ))
+}
+
 extendr_module! {
     mod nb_describe;
     fn count_describe_rust;
+    fn count_summed_table_rust;
 }

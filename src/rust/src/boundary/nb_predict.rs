@@ -9,7 +9,8 @@ use crate::nb::predict;
 use crate::resample::ReplicatePlan;
 use extendr_api::prelude::*;
 
-/// Ψ of the observed rows (in `count_describe_rust`'s order) and of the
+/// Ψ of the observed rows (in the summed table's order, as
+/// `count_summed_table_rust` writes it) and of the
 /// population rows at a reported parameter vector.
 /// @keywords internal
 /// @noRd

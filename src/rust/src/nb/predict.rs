@@ -158,6 +158,122 @@ pub(crate) fn predictions_at(model: &CountModel, reported: &[f64]) -> Result<Pre
     Ok(Predictions { animal, population })
 }
 
+/// One row of a fit's summed table (R's `count.data.summed`): an observed
+/// (animal, context, species, treatment, bin) row with its summed count and
+/// exposure, or a population row (no animal, nothing observed), with Ψ of
+/// its curve.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct SummedRow {
+    /// The animal; `None` on a population row.
+    pub ran: Option<usize>,
+    pub context: usize,
+    pub species: usize,
+    pub treatment: usize,
+    /// 1-based, as R numbers bins.
+    pub bin: usize,
+    /// Summed count and exposure of an observed row (`None`: population).
+    pub observed: Option<(f64, f64)>,
+    pub psi: f64,
+}
+
+impl SummedRow {
+    /// The expected count: exposure × rate on an observed row, the rate per
+    /// unit of exposure on a population row.
+    pub fn expected(&self) -> f64 {
+        let rate = super::family::rate(self.psi).value;
+        match self.observed {
+            Some((_, exposure)) => exposure * rate,
+            None => rate,
+        }
+    }
+
+    /// The observed counterpart of Ψ, log(1 + count / exposure) (`None` on
+    /// a population row).
+    pub fn observed_psi(&self) -> Option<f64> {
+        self.observed
+            .map(|(count, exposure)| (count / exposure).ln_1p())
+    }
+}
+
+/// How many rows [`visit_summed_rows`] visits: every observed row, then
+/// every population row.
+pub(crate) fn summed_row_count(model: &CountModel) -> usize {
+    let table = model.table();
+    let shape = table.shape();
+    let observed = table.observed().iter().filter(|&&o| o).count();
+    shape.species * (observed + shape.contexts * shape.treatments * shape.bins)
+}
+
+/// Visits the rows of a fit's summed table in its order, with each row's
+/// position: the observed rows (species, then the table's key order:
+/// animal, context, treatment, bin), then the population rows (species,
+/// context, treatment, bin). `predictions` are [`predictions_at`] of the
+/// fit. One row at a time, so that a panel's table of millions of rows is
+/// written once, where the caller keeps it.
+pub(crate) fn visit_summed_rows(
+    model: &CountModel,
+    predictions: &Predictions,
+    mut visit: impl FnMut(usize, SummedRow),
+) {
+    let table = model.table();
+    let shape = table.shape();
+    let keys = table.key_count();
+    let observed = table.observed();
+    let mut position = 0;
+    for s in 0..shape.species {
+        let (counts, exposures) = (table.counts(s), table.exposures(s));
+        for r in 0..shape.ran_levels {
+            for c in 0..shape.contexts {
+                for t in 0..shape.treatments {
+                    let first = table.block_key(r, c, t);
+                    for b in 0..shape.bins {
+                        let key = first + b;
+                        if !observed[key] {
+                            continue;
+                        }
+                        visit(
+                            position,
+                            SummedRow {
+                                ran: Some(r),
+                                context: c,
+                                species: s,
+                                treatment: t,
+                                bin: b + 1,
+                                observed: Some((counts[key], exposures[key])),
+                                psi: predictions.animal[s * keys + key],
+                            },
+                        );
+                        position += 1;
+                    }
+                }
+            }
+        }
+    }
+    let mut population = predictions.population.iter();
+    for s in 0..shape.species {
+        for c in 0..shape.contexts {
+            for t in 0..shape.treatments {
+                for b in 0..shape.bins {
+                    let psi = population.next().copied().unwrap_or(f64::NAN);
+                    visit(
+                        position,
+                        SummedRow {
+                            ran: None,
+                            context: c,
+                            species: s,
+                            treatment: t,
+                            bin: b + 1,
+                            observed: None,
+                            psi,
+                        },
+                    );
+                    position += 1;
+                }
+            }
+        }
+    }
+}
+
 /// A position on one curve, for [`curves_at`]: the curve of animal `ran`
 /// (warped by its random effects) or, with `ran` None, the population curve
 /// of (context, species, treatment); `x` is on the bin axis (bins are 1, 2,
@@ -398,6 +514,74 @@ mod tests {
             ..half
         };
         assert!(curves_at(&plan.model, &reported, &[unknown]).is_err());
+    }
+
+    #[test]
+    fn summed_rows_are_the_observed_rows_then_the_curves_each_once() {
+        let plan = fitted_plan(6);
+        let model = &plan.model;
+        let reported = reported_parameters(model, &plan.estimate.species).unwrap();
+        let predicted = predictions_at(model, &reported).unwrap();
+        let table = model.table();
+        let shape = table.shape();
+        let mut rows = Vec::new();
+        visit_summed_rows(model, &predicted, |position, row| {
+            assert_eq!(position, rows.len());
+            rows.push(row);
+        });
+        assert_eq!(rows.len(), summed_row_count(model));
+        let (observed, population): (Vec<SummedRow>, Vec<SummedRow>) =
+            rows.iter().partition(|row| row.ran.is_some());
+        // The population rows come last, one per context, species, treatment, bin.
+        assert!(rows[observed.len()..].iter().all(|row| row.ran.is_none()));
+        assert_eq!(
+            population.len(),
+            shape.species * shape.contexts * shape.treatments * shape.bins
+        );
+        // Observed rows: every observed key of every species once, with its
+        // count and exposure, and the animal's curve there as curves_at()
+        // evaluates it on its own.
+        let keys = table.observed().iter().filter(|&&o| o).count();
+        assert_eq!(observed.len(), shape.species * keys);
+        let total: f64 = (0..shape.species)
+            .map(|s| table.counts(s).iter().sum::<f64>())
+            .sum();
+        let summed: f64 = observed.iter().map(|row| row.observed.unwrap().0).sum();
+        assert!((total - summed).abs() <= 1e-9 * total.max(1.0));
+        let points: Vec<CurvePoint> = rows
+            .iter()
+            .map(|row| CurvePoint {
+                ran: row.ran,
+                context: row.context,
+                species: row.species,
+                treatment: row.treatment,
+                x: row.bin as f64,
+            })
+            .collect();
+        let values = curves_at(model, &reported, &points).unwrap();
+        for (row, value) in rows.iter().zip(&values) {
+            assert_eq!(row.psi.to_bits(), value.to_bits(), "{row:?}");
+            let key =
+                table.block_key(row.ran.unwrap_or(0), row.context, row.treatment) + row.bin - 1;
+            match row.observed {
+                Some((count, exposure)) => {
+                    assert!(table.observed()[key]);
+                    assert_eq!(count, table.counts(row.species)[key]);
+                    assert_eq!(exposure, table.exposures(row.species)[key]);
+                    // Away from the rate's smooth floor at 0, the rate is
+                    // e^Ψ − 1 (plus the floor's 1e-8).
+                    if row.psi > 0.1 {
+                        let rate = row.expected() / exposure;
+                        assert!((rate - row.psi.exp_m1()).abs() <= 1e-7, "{row:?}");
+                    }
+                    let by_hand = (1.0 + count / exposure).ln();
+                    assert!(
+                        (row.observed_psi().unwrap() - by_hand).abs() <= 1e-12 * by_hand.max(1.0)
+                    );
+                }
+                None => assert!(row.observed_psi().is_none()),
+            }
+        }
     }
 
     #[test]
