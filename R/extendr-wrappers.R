@@ -111,7 +111,8 @@ count_describe_rust <- function(plan) rust_result(.Call(wrap__count_describe_rus
 #' @noRd
 count_summed_table_rust <- function(plan, parameters) rust_result(.Call(wrap__count_summed_table_rust, plan, parameters))
 
-#' Ψ of the observed rows (in `count_describe_rust`'s order) and of the
+#' Ψ of the observed rows (in the summed table's order, as
+#' `count_summed_table_rust` writes it) and of the
 #' population rows at a reported parameter vector.
 #' @keywords internal
 #' @noRd

@@ -204,7 +204,8 @@ on_bound_text <- function(fit) {
   describe <- function(gene, count) {
     mine <- found[found$gene == gene, , drop = FALSE]
     curve <- paste(mine$component, mine$block)
-    if (several_contexts) curve <- paste(curve, "in", mine$context)
+    # (paste() would turn no rows into one " in ")
+    if (several_contexts && nrow(mine)) curve <- paste(curve, "in", mine$context)
     what <- ifelse(mine$component == "block rate", "at 0", "at its steepest")
     pieces <- vapply(split(seq_len(nrow(mine)), factor(curve, levels = unique(curve))),
                      function(i) {

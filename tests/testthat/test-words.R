@@ -63,6 +63,18 @@ test_that("an all-zero gene of wisp_example: the message, print() and summary() 
   expect_true(grepl(expected, one_line(capture.output(print(summary(fit)))), fixed = TRUE))
 })
 
+test_that("estimates on a bound that no curve shows (dispersions) read as 'more', not as NA", {
+  # Two contexts; gene2's 3 estimates on a bound are none of its block rates
+  # or slopes (such as dispersions at their floor), so no curve names them.
+  fit <- example_run()$value
+  fit$grouping.variables$context.lvls <- c("context1", "context2")
+  fit$fit.diagnostics$on.bound <- 3
+  fit$gene.qc$on.bound <- c(0L, 3L, 0L, 0L)
+  text <- wispack:::on_bound_text(fit)
+  expect_false(grepl("NA", text, fixed = TRUE))
+  expect_true(grepl("in gene 'gene2' (3: 3 more)", text, fixed = TRUE))
+})
+
 test_that("the statistics table labels wisp_example's gene1 by context, gene, component, term, effect and block", {
   fit <- example_run()$value
   stats <- fit$stats$parameters

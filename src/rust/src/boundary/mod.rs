@@ -315,6 +315,14 @@ fn index_column(values: Vec<i32>, name: &str) -> RResult<Vec<usize>> {
         .collect()
 }
 
+/// The fork engine's options for fits (species, reduced fits, profiles):
+/// `workers` long-lived workers fed one task at a time (a fresh child per
+/// task would copy the session's page tables once per gene), no time or
+/// memory limit, no memory figures (a fit's tasks report none).
+fn fit_pool_options(workers: i32) -> RResult<PoolOptions> {
+    pool_options(workers, 0, "rolling", f64::INFINITY, None, None)
+}
+
 /// Options of the fork engine from R values (`tasks_per_child` 0: workers
 /// fed one task at a time, `memory_limit_mb` NA no limit; `memory_per_task` TRUE reads PSS
 /// after every task, FALSE once per child, NA never). Worker processes: where

@@ -6,7 +6,9 @@ use super::convert::{
     bins_option, design_from_r, number, numbers, optional_number, strings, text, tokens_from_r,
     whole_setting,
 };
-use super::{index_column, outcome_columns, pool_options, user_interrupt_pending, RResult, Relay};
+use super::{
+    fit_pool_options, index_column, outcome_columns, user_interrupt_pending, RResult, Relay,
+};
 use crate::bootstrap::Plan;
 use crate::changepoint::grid::{best_point, GridCost, GridPoint, StructureMethod};
 use crate::changepoint::DetectionMethod;
@@ -281,14 +283,7 @@ fn count_fit(
     let curves = base.design().contexts().len() * base.design().species().len();
     let fit = fit_settings(&settings)?;
     let workers = number(&settings, "workers")?;
-    let options = pool_options(
-        workers as i32,
-        1,
-        "rolling",
-        f64::INFINITY,
-        None,
-        Some(true),
-    )?;
+    let options = fit_pool_options(workers as i32)?;
     let cost = GridCost::from_name(&text(&settings, "lro_cost")?).map_err(Error::input)?;
     let method =
         StructureMethod::resolve(&text(&settings, "structure")?, "nb").map_err(Error::input)?;
@@ -518,7 +513,7 @@ fn count_species_fit_rust(
         let indices = species_indices(&species, task.species().len())?;
         let task_hash =
             u64::from_str_radix(key, 16).map_err(|_| Error::input("bad checkpoint key"))?;
-        let options = pool_options(workers, 1, "rolling", f64::INFINITY, None, Some(true))?;
+        let options = fit_pool_options(workers)?;
         let interrupted = || relay.jumped() || user_interrupt_pending();
         let path = (!checkpoint.is_empty()).then(|| std::path::Path::new(checkpoint));
         let outcomes = crate::engine::map_tasks(

@@ -3,7 +3,7 @@
 //! and the objective at a point (for tests of the optimum).
 
 use super::nb::count_plan;
-use super::{pool_options, user_interrupt_pending, RResult, Relay};
+use super::{fit_pool_options, user_interrupt_pending, RResult, Relay};
 use crate::bootstrap::Plan;
 use crate::error::Error;
 use crate::nb::covariance::covariance;
@@ -98,7 +98,7 @@ fn term_fit(relay: &Relay, plan: &Raw, effects: &[String], workers: i32) -> RRes
         .design()
         .effects_named(effects)
         .map_err(Error::input)?;
-    let options = pool_options(workers, 1, "rolling", f64::INFINITY, None, Some(true))?;
+    let options = fit_pool_options(workers)?;
     let interrupted = || relay.jumped() || user_interrupt_pending();
     let term = terms::fit_with_held(&full, &held, &options, interrupted, |done, total| {
         relay.call(pairlist!(done as f64, total as f64))
@@ -336,7 +336,7 @@ fn profile(
             })
         })
         .collect::<RResult<Vec<_>>>()?;
-    let options = pool_options(workers, 1, "rolling", f64::INFINITY, None, Some(true))?;
+    let options = fit_pool_options(workers)?;
     let interrupted = || relay.jumped() || user_interrupt_pending();
     let profiles = profile_effects(
         &plan,

@@ -5,7 +5,7 @@
 //! [`Failure::Task`] and an interrupt is one error with one message, so
 //! callers treat every worker count alike.
 
-use super::{run_tasks, Failure, PoolOptions};
+use super::{run_tasks, Failure, MemoryReport, PoolOptions};
 use crate::error::Error;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -42,10 +42,17 @@ where
         return Ok(outcomes);
     }
     let tasks: Vec<usize> = (1..=total).collect();
+    // Only the outcomes are returned: the memory figures a worker would
+    // read after its tasks (a walk of all its page tables, dearer the
+    // larger the session it was forked from) would be thrown away.
+    let options = PoolOptions {
+        memory: MemoryReport::Never,
+        ..options.clone()
+    };
     let mut done = 0;
     let batch = run_tasks(
         &tasks,
-        options,
+        &options,
         |context| {
             // In a forked child any armed fault may strike (in this
             // process, above, only a delay may).

@@ -162,12 +162,11 @@ pub(crate) fn select_structure_passes(
                 })?;
         }
     }
-    // A few curves per child: a fork costs more than a small curve's
-    // selection, and four batches per worker still balance the load.
+    // One long-lived worker per slot, fed one curve at a time: a fork
+    // costs more than a small curve's selection (the more so from a large
+    // session), and feeding balances the load.
     let batched = PoolOptions {
-        tasks_per_child: crate::engine::TasksPerChild::Fixed(
-            curves.div_ceil(4 * options.workers.max(1)).max(1),
-        ),
+        tasks_per_child: crate::engine::TasksPerChild::Fed,
         ..options.clone()
     };
     let mut interrupted = interrupted;
