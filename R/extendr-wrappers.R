@@ -158,14 +158,16 @@ count_lr_replicate_rust <- function(reduced, full, seed, replicate) rust_result(
 
 #' The reduced fit of a gene-level test: `plan` refitted with the effects
 #' `effects` (names of W's columns) held at 0, species on `workers`
-#' processes, each started from its full fit. Returns the reduced `plan`,
-#' its reported `parameters`, per species −ℓ of the `reduced` and the
-#' `full` fit, whether the reduced fit `converged`, and `failure` ("" where
-#' it did not fail; a failed species keeps NA). `progress(done, total)` is
-#' told each species as it ends.
+#' processes, each started from its full fit. Returns per species −ℓ of the
+#' `reduced` and the `full` fit, whether the reduced fit `converged`,
+#' `failure` ("" where it did not fail; a failed species keeps NA) and
+#' `stop`; with `keep_plan` also the reduced `plan` and its reported
+#' `parameters` (what a parametric bootstrap of the test draws from; NULL
+#' otherwise, since a panel's plan holds its whole summed table).
+#' `progress(done, total)` is told each species as it ends.
 #' @keywords internal
 #' @noRd
-count_term_fit_rust <- function(plan, effects, workers, progress) rust_result(.Call(wrap__count_term_fit_rust, plan, effects, workers, progress))
+count_term_fit_rust <- function(plan, effects, workers, keep_plan, progress) rust_result(.Call(wrap__count_term_fit_rust, plan, effects, workers, keep_plan, progress))
 
 #' The reduced fits of species `species` (0-based indices) of the fit
 #' `plan` as a task of their own (raw, checksummed): what one future of

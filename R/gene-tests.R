@@ -441,7 +441,8 @@ wisp_gene_tests <- function(object, terms = NULL, method = c("F", "chisq", "boot
                       count_noun(length(genes), "gene")))
     }
     reduced <- if (backend == "future") on_futures[[term$term]] else
-      count_term_fit_rust(fit$plan, term$effects, as.integer(max.fork), NULL)
+      count_term_fit_rust(fit$plan, term$effects, as.integer(max.fork),
+                          keep_plan = method == "bootstrap", progress = NULL)
     statistic <- pmax(2 * (reduced$reduced - reduced$full), 0)
     df <- term_degrees(fit, term$effects)
     failed <- nzchar(reduced$failure)

@@ -72,11 +72,13 @@ fn count_lr_replicate_rust(
 
 /// The reduced fit of a gene-level test: `plan` refitted with the effects
 /// `effects` (names of W's columns) held at 0, species on `workers`
-/// processes, each started from its full fit. Returns the reduced `plan`,
-/// its reported `parameters`, per species −ℓ of the `reduced` and the
-/// `full` fit, whether the reduced fit `converged`, and `failure` ("" where
-/// it did not fail; a failed species keeps NA). `progress(done, total)` is
-/// told each species as it ends.
+/// processes, each started from its full fit. Returns per species −ℓ of the
+/// `reduced` and the `full` fit, whether the reduced fit `converged`,
+/// `failure` ("" where it did not fail; a failed species keeps NA) and
+/// `stop`; with `keep_plan` also the reduced `plan` and its reported
+/// `parameters` (what a parametric bootstrap of the test draws from; NULL
+/// otherwise, since a panel's plan holds its whole summed table).
+/// `progress(done, total)` is told each species as it ends.
 /// @keywords internal
 /// @noRd
 #[extendr]
@@ -84,14 +86,21 @@ fn count_term_fit_rust(
     plan: Raw,
     effects: Vec<String>,
     workers: i32,
+    keep_plan: bool,
     progress: Robj,
 ) -> RResult<List> {
     let relay = Relay::new(progress);
-    let result = term_fit(&relay, &plan, &effects, workers);
+    let result = term_fit(&relay, &plan, &effects, workers, keep_plan);
     relay.result(result)
 }
 
-fn term_fit(relay: &Relay, plan: &Raw, effects: &[String], workers: i32) -> RResult<List> {
+fn term_fit(
+    relay: &Relay,
+    plan: &Raw,
+    effects: &[String],
+    workers: i32,
+    keep_plan: bool,
+) -> RResult<List> {
     let full = count_plan(plan)?;
     let held = full
         .model
@@ -103,7 +112,6 @@ fn term_fit(relay: &Relay, plan: &Raw, effects: &[String], workers: i32) -> RRes
     let term = terms::fit_with_held(&full, &held, &options, interrupted, |done, total| {
         relay.call(pairlist!(done as f64, total as f64))
     })?;
-    let summary = summarise(&term.plan.model, &term.plan.estimate).map_err(Error::input)?;
     let failed = |s: usize| term.failures[s].is_some();
     let reduced_nll: Vec<f64> = term
         .plan
@@ -145,9 +153,18 @@ fn term_fit(relay: &Relay, plan: &Raw, effects: &[String], workers: i32) -> RRes
         .iter()
         .map(|f| f.stop.clone().unwrap_or_default())
         .collect();
+    let (reduced_plan, parameters) = if keep_plan {
+        let summary = summarise(&term.plan.model, &term.plan.estimate).map_err(Error::input)?;
+        (
+            Raw::from_bytes(&saved::encode_plan(&Plan::Count(term.plan))?).into(),
+            r!(summary.parameters),
+        )
+    } else {
+        (Robj::from(()), Robj::from(()))
+    };
     Ok(list!(
-        plan = Raw::from_bytes(&saved::encode_plan(&Plan::Count(term.plan))?),
-        parameters = summary.parameters,
+        plan = reduced_plan,
+        parameters = parameters,
         reduced = reduced_nll,
         full = full_nll,
         converged = converged,
