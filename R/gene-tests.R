@@ -64,10 +64,11 @@ term_denominator_df <- function(fit, term, covariance) {
   genes <- fit$grouping.variables$species.lvls
   spread_df <- animal_spread_df(fit)
   if (!term_between_animals(fit, term)) return(rep(Inf, length(genes)))
-  rows <- term_rows(fit, term$effects)
-  species <- fit$parameters$species
-  vapply(genes, function(g) {
-    idx <- which(rows & species %in% g)
+  # The term's estimated effects, gene by gene (one pass: a panel has 10^5
+  # parameters).
+  rows <- which(term_rows(fit, term$effects))
+  by_gene <- split(rows, factor(fit$parameters$species[rows], levels = genes))
+  vapply(by_gene, function(idx) {
     if (!length(idx)) return(NA_real_)
     total <- covariance_rows(covariance, idx)
     within <- covariance_rows(covariance, idx, "within")

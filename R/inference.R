@@ -587,8 +587,7 @@ wisp_statistics <- function(fit, method = NULL, level = 0.95,
   # The original's centred statistics keep its family, every effect of the fit.
   p_adjusted <- rep(NA_real_, length(p_value))
   family <- if (method == "centred") rep("fit", nrow(p)) else p$species
-  for (gene in unique(family[has_p])) {
-    members <- which(has_p & family == gene)
+  for (members in split(which(has_p), family[has_p])) {
     p_adjusted[members] <- stats::p.adjust(p_value[members], method = adjustment)
   }
   family_size <- if (any(has_p)) max(table(family[has_p])) else 0L
