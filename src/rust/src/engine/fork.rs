@@ -1,10 +1,14 @@
 //! The process workers of the engine (Unix): forked children that report
 //! each task as a frame over a pipe. Fed children ([`TasksPerChild::Fed`])
 //! also read their tasks, one at a time, from a command pipe.
+//!
+//! The workers know no task's type: a task's value reaches them encoded
+//! ([`Payload`]), and [`super::run_tasks`] encodes and decodes it, so one
+//! copy of this code serves every kind of task.
 
 use super::{
     frame, procmem, run_caught, Failure, MemoryReport, MemorySnapshot, PoolError, PoolOptions,
-    Records, Schedule, TaskContext, TaskRecord, TasksPerChild, POLL_INTERVAL,
+    Schedule, TaskContext, TaskRecord, TasksPerChild, POLL_INTERVAL,
 };
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags};
@@ -12,19 +16,47 @@ use nix::sys::resource::{setrlimit, Resource};
 use nix::sys::signal::{kill, sigaction, signal, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, pipe, ForkResult, Pid};
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
+/// A task's value as the child encoded it, carried in the frame as one
+/// byte string.
+pub(super) struct Payload(pub(super) Vec<u8>);
+
+impl Serialize for Payload {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Payload {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Bytes;
+        impl serde::de::Visitor<'_> for Bytes {
+            type Value = Payload;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a task's encoded value")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<Payload, E> {
+                Ok(Payload(bytes.to_vec()))
+            }
+        }
+        deserializer.deserialize_byte_buf(Bytes)
+    }
+}
+
+/// A task as the workers run it: its value encoded.
+pub(super) type EncodedTask<'a> = dyn Fn(TaskContext) -> Result<Payload, String> + 'a;
+
 /// What a child writes to its result pipe.
 #[derive(Serialize, Deserialize)]
-enum ChildMessage<T> {
+enum ChildMessage {
     /// A finished task.
-    Report(ChildReport<T>),
+    Report(ChildReport),
     /// The PSS and private dirty memory of a fed child under
     /// [`MemoryReport::PerChild`], read when it was told to leave, i.e.
     /// after its last task.
@@ -32,14 +64,14 @@ enum ChildMessage<T> {
 }
 
 #[derive(Serialize, Deserialize)]
-struct ChildReport<T> {
+struct ChildReport {
     task: usize,
-    outcome: Result<T, Failure>,
+    outcome: Result<Payload, Failure>,
     seconds: f64,
     memory: MemorySnapshot,
 }
 
-struct LiveChild<T> {
+struct LiveChild {
     pid: Pid,
     /// Read end of the child's result pipe; None once it reached end of file.
     reader: Option<File>,
@@ -54,7 +86,7 @@ struct LiveChild<T> {
     current_since: Instant,
     /// The record of a fed child's last task, kept back until its memory
     /// figures arrive (under [`MemoryReport::PerChild`]) or the child ends.
-    held: Option<TaskRecord<T>>,
+    held: Option<TaskRecord<Payload>>,
     /// Set when the parent killed the child, to report why.
     killed_for: Option<Failure>,
     /// Exit status once reaped; `Some(None)` when another waiter reaped it first.
@@ -63,27 +95,22 @@ struct LiveChild<T> {
 
 const READ_CHUNK_BYTES: usize = 1 << 18;
 
-/// Runs the tasks in forked children (see [`super::run_tasks`]); returns
-/// whether an interrupt stopped the run. On an interrupt or a system error
-/// every child is killed and reaped.
-pub(super) fn run<T, F, I, P>(
+/// Runs the tasks in forked children (see [`super::run_tasks`]), giving
+/// each task's final record to `finish`; returns whether an interrupt
+/// stopped the run. On an interrupt or a system error every child is
+/// killed and reaped.
+pub(super) fn run(
     tasks: &[usize],
     options: &PoolOptions,
-    task: &F,
-    mut interrupted: I,
-    records: &mut Records<T, P>,
-) -> Result<bool, PoolError>
-where
-    T: Serialize + DeserializeOwned,
-    F: Fn(TaskContext) -> Result<T, String>,
-    I: FnMut() -> bool,
-    P: FnMut(&TaskRecord<T>),
-{
+    task: &EncodedTask,
+    interrupted: &mut dyn FnMut() -> bool,
+    finish: &mut dyn FnMut(TaskRecord<Payload>),
+) -> Result<bool, PoolError> {
     let fed = options.tasks_per_child == TasksPerChild::Fed;
     // A fed child's last record waits for the memory figures it reads on leaving.
     let hold_last = fed && options.memory == MemoryReport::PerChild;
     let mut pending: VecDeque<usize> = tasks.iter().copied().collect();
-    let mut live: Vec<LiveChild<T>> = Vec::new();
+    let mut live: Vec<LiveChild> = Vec::new();
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     let mut was_interrupted = false;
 
@@ -123,7 +150,7 @@ where
         }
 
         for child in live.iter_mut() {
-            match child.frames.take_frames::<ChildMessage<T>>() {
+            match child.frames.take_frames::<ChildMessage>() {
                 Ok(messages) => {
                     for message in messages {
                         match message {
@@ -144,13 +171,13 @@ where
                                 if hold_last && pending.is_empty() {
                                     child.held = Some(record);
                                 } else {
-                                    records.finish(record);
+                                    finish(record);
                                 }
                             }
                             ChildMessage::Memory(memory) => {
                                 if let Some(mut record) = child.held.take() {
                                     record.memory = memory;
-                                    records.finish(record);
+                                    finish(record);
                                 }
                             }
                         }
@@ -183,7 +210,7 @@ where
             }
             // The child ended before its memory figures came: the record as it is.
             if let Some(record) = child.held.take() {
-                records.finish(record);
+                finish(record);
             }
             let failure = child_failure(&child, options.memory_limit_mb.is_some());
             let seconds = child.current_since.elapsed().as_secs_f64();
@@ -201,7 +228,7 @@ where
                     seconds,
                     memory: MemorySnapshot::default(),
                 };
-                records.finish(record);
+                finish(record);
             }
         }
         live = still_live;
@@ -210,7 +237,7 @@ where
             // Finished tasks whose memory figures were still on their way.
             for child in live.iter_mut() {
                 if let Some(record) = child.held.take() {
-                    records.finish(record);
+                    finish(record);
                 }
             }
             kill_and_reap_all(&mut live);
@@ -225,7 +252,7 @@ where
 /// Sends a fed child the next pending task, or, when none is left, closes
 /// its command pipe, which tells it to leave. Does nothing for a child with
 /// a fixed number of tasks or one already told to leave.
-fn feed<T>(child: &mut LiveChild<T>, pending: &mut VecDeque<usize>) {
+fn feed(child: &mut LiveChild, pending: &mut VecDeque<usize>) {
     let Some(commands) = child.commands.as_mut() else {
         return;
     };
@@ -277,7 +304,7 @@ fn read_task(commands: &mut File) -> std::io::Result<Option<usize>> {
 }
 
 /// Why the task that was running in a finished child failed.
-fn child_failure<T>(child: &LiveChild<T>, memory_limited: bool) -> Failure {
+fn child_failure(child: &LiveChild, memory_limited: bool) -> Failure {
     if let Some(reason) = &child.killed_for {
         return reason.clone();
     }
@@ -297,8 +324,8 @@ fn child_failure<T>(child: &LiveChild<T>, memory_limited: bool) -> Failure {
 
 /// Waits up to one poll interval (or the nearest task deadline) for output
 /// from any child and reads what is there.
-fn wait_for_output<T>(
-    live: &mut [LiveChild<T>],
+fn wait_for_output(
+    live: &mut [LiveChild],
     timeout: Option<Duration>,
     chunk: &mut [u8],
 ) -> Result<(), String> {
@@ -374,7 +401,7 @@ fn reap_blocking(pid: Pid) {
     while let Err(Errno::EINTR) = waitpid(pid, None) {}
 }
 
-fn kill_and_reap_all<T>(live: &mut Vec<LiveChild<T>>) {
+fn kill_and_reap_all(live: &mut Vec<LiveChild>) {
     for child in live.iter().filter(|c| c.exit.is_none()) {
         let _ = kill(child.pid, Signal::SIGKILL);
     }
@@ -387,17 +414,13 @@ fn kill_and_reap_all<T>(live: &mut Vec<LiveChild<T>>) {
 
 /// Forks a child that runs `batch`, or, when `fed`, the tasks it will read
 /// from a command pipe.
-fn spawn_child<T, F>(
+fn spawn_child(
     batch: &[usize],
     fed: bool,
     options: &PoolOptions,
-    task: &F,
-    siblings: &[LiveChild<T>],
-) -> Result<LiveChild<T>, String>
-where
-    T: Serialize,
-    F: Fn(TaskContext) -> Result<T, String>,
-{
+    task: &EncodedTask,
+    siblings: &[LiveChild],
+) -> Result<LiveChild, String> {
     let (read_end, write_end) = pipe().map_err(|e| format!("pipe() failed: {e}"))?;
     let command_pipe = if fed {
         Some(pipe().map_err(|e| format!("pipe() failed: {e}"))?)
@@ -463,10 +486,7 @@ const EXIT_SETUP_FAILED: i32 = 4;
 const EXIT_COMMAND_FAILED: i32 = 5;
 
 /// Runs one task and reports it with `memory`, read after it.
-fn run_one<T, F>(task: &F, number: usize, memory: fn() -> MemorySnapshot) -> ChildMessage<T>
-where
-    F: Fn(TaskContext) -> Result<T, String>,
-{
+fn run_one(task: &EncodedTask, number: usize, memory: fn() -> MemorySnapshot) -> ChildMessage {
     let started = Instant::now();
     let outcome = run_caught(task, TaskContext { task: number });
     ChildMessage::Report(ChildReport {
@@ -478,7 +498,7 @@ where
 }
 
 /// Writes one message as a frame; false when it could not.
-fn send<T: Serialize>(pipe: &mut File, message: &ChildMessage<T>) -> bool {
+fn send(pipe: &mut File, message: &ChildMessage) -> bool {
     frame::encode(message)
         .and_then(|bytes| pipe.write_all(&bytes).map_err(|e| e.to_string()))
         .is_ok()
@@ -504,17 +524,13 @@ enum ChildTasks<'a> {
 
 /// The body of a child: runs its tasks and reports each one; a fed child
 /// under [`MemoryReport::PerChild`] reports its memory when told to leave.
-fn run_in_child<T, F>(
+fn run_in_child(
     tasks: ChildTasks,
     options: &PoolOptions,
-    task: &F,
+    task: &EncodedTask,
     write_end: OwnedFd,
     parent_pid: Pid,
-) -> i32
-where
-    T: Serialize,
-    F: Fn(TaskContext) -> Result<T, String>,
-{
+) -> i32 {
     if let Err(status) = set_up_child(options, parent_pid) {
         return status;
     }
@@ -550,7 +566,7 @@ where
             // second from a 4 GB session), so only when they are sent.
             if ran && per_child {
                 let memory = ChildMessage::Memory(procmem::snapshot_self());
-                if !send::<T>(&mut pipe, &memory) {
+                if !send(&mut pipe, &memory) {
                     return EXIT_WRITE_FAILED;
                 }
             }

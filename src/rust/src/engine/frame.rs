@@ -25,6 +25,12 @@ pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
+/// Encodes `value` alone (no frame header): a task's value, which travels
+/// inside its child's report.
+pub(crate) fn encode_value<T: Serialize>(value: &T) -> Result<Vec<u8>, String> {
+    bincode::serde::encode_to_vec(value, config()).map_err(|e| format!("cannot encode result: {e}"))
+}
+
 /// Incremental decoder for a byte stream that arrives in arbitrary pieces.
 #[derive(Default)]
 pub(crate) struct FrameReader {

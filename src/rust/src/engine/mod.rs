@@ -345,7 +345,26 @@ where
     let mut records = Records::new(tasks, on_record)?;
     let was_interrupted = match options.kind {
         #[cfg(unix)]
-        WorkerKind::Process => fork::run(tasks, options, &task, interrupted, &mut records)?,
+        WorkerKind::Process => {
+            // The workers carry the value encoded; a value the parent
+            // cannot decode fails its task alone.
+            let encoded = |context: TaskContext| -> Result<fork::Payload, String> {
+                frame::encode_value(&task(context)?).map(fork::Payload)
+            };
+            let mut interrupted = interrupted;
+            fork::run(tasks, options, &encoded, &mut interrupted, &mut |record| {
+                records.finish(TaskRecord {
+                    outcome: record.outcome.and_then(|payload| {
+                        crate::codec::decode_exact::<T>(&payload.0, "a task's result")
+                            .map_err(Failure::BadFrame)
+                    }),
+                    task: record.task,
+                    pid: record.pid,
+                    seconds: record.seconds,
+                    memory: record.memory,
+                })
+            })?
+        }
         #[cfg(not(unix))]
         WorkerKind::Process => unreachable!("validate() refuses processes without fork"),
         WorkerKind::Thread => threads::run(tasks, options, &task, interrupted, &mut records)?,
@@ -414,7 +433,7 @@ impl<T, P: FnMut(&TaskRecord<T>)> Records<T, P> {
 /// Runs one task, a panic caught and recorded as [`Failure::Panic`].
 fn run_caught<T, F>(task: &F, context: TaskContext) -> Result<T, Failure>
 where
-    F: Fn(TaskContext) -> Result<T, String>,
+    F: Fn(TaskContext) -> Result<T, String> + ?Sized,
 {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task(context))) {
         Ok(Ok(value)) => Ok(value),

@@ -326,6 +326,60 @@ fn a_panic_does_not_cost_the_tasks_after_it_in_the_same_child() {
     assert_eq!(records[0].pid, records[2].pid, "one child ran all three");
 }
 
+/// A value that cannot be encoded when it is 1 and cannot be decoded when
+/// it is 2.
+#[derive(Debug, PartialEq)]
+struct Fussy(u32);
+
+impl Serialize for Fussy {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.0 == 1 {
+            return Err(serde::ser::Error::custom("one is not encodable"));
+        }
+        serializer.serialize_u32(self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Fussy {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = u32::deserialize(deserializer)?;
+        if value == 2 {
+            return Err(serde::de::Error::custom("two is not decodable"));
+        }
+        Ok(Fussy(value))
+    }
+}
+
+#[test]
+fn a_value_that_cannot_be_encoded_or_decoded_fails_its_task_alone() {
+    for workers in [options(1, 3, Schedule::Rolling), fed_options(1)] {
+        let records = leaves_no_trace(|| {
+            run_tasks(
+                &numbers(3),
+                &workers,
+                |context: TaskContext| Ok(Fussy(context.task as u32)),
+                never,
+                |_| {},
+            )
+            .unwrap()
+        });
+        match &records[0].outcome {
+            Err(Failure::Task(message)) => {
+                assert!(message.contains("one is not encodable"), "{message}")
+            }
+            other => panic!("task 1: {other:?}"),
+        }
+        match &records[1].outcome {
+            Err(Failure::BadFrame(message)) => {
+                assert!(message.contains("two is not decodable"), "{message}")
+            }
+            other => panic!("task 2: {other:?}"),
+        }
+        assert_eq!(records[2].outcome.as_ref().ok(), Some(&Fussy(3)));
+        assert_eq!(records[0].pid, records[2].pid, "one child ran all three");
+    }
+}
+
 #[test]
 fn a_hung_task_times_out_without_holding_back_the_rest() {
     let hang = |context: TaskContext| {
