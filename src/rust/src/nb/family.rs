@@ -57,6 +57,18 @@ pub(crate) struct RowTerm {
     pub d_psi_rho: f64,
 }
 
+impl RowTerm {
+    /// Adds another row's terms (rows that share Ψ and ρ).
+    pub(crate) fn add(&mut self, other: &RowTerm) {
+        self.value += other.value;
+        self.d_psi += other.d_psi;
+        self.d_psi_psi += other.d_psi_psi;
+        self.d_rho += other.d_rho;
+        self.d_rho_rho += other.d_rho_rho;
+        self.d_psi_rho += other.d_psi_rho;
+    }
+}
+
 /// Derivatives of ℓ(y; μ, k) in μ and k.
 struct MeanSizeTerm {
     value: f64,
@@ -94,6 +106,7 @@ fn mean_size_term(y: f64, mu: f64, k: f64, ln_gamma_y_plus_one: f64) -> MeanSize
 
 /// The log-likelihood of count `y` from `exposure` cells at curve value `psi`
 /// with log dispersion `rho`, and its derivatives.
+#[cfg(test)]
 pub(crate) fn row_term(
     y: f64,
     exposure: f64,
@@ -101,7 +114,17 @@ pub(crate) fn row_term(
     rho: f64,
     ln_gamma_y_plus_one: f64,
 ) -> RowTerm {
-    let rate = rate(psi);
+    row_term_at(y, exposure, &rate(psi), rho, ln_gamma_y_plus_one)
+}
+
+/// [`row_term`] with the rate already computed (rows that share Ψ share it).
+pub(crate) fn row_term_at(
+    y: f64,
+    exposure: f64,
+    rate: &Rate,
+    rho: f64,
+    ln_gamma_y_plus_one: f64,
+) -> RowTerm {
     let mu = exposure * rate.value;
     let k = exposure * (-rho).exp();
     let term = mean_size_term(y, mu, k, ln_gamma_y_plus_one);
@@ -118,6 +141,7 @@ pub(crate) fn row_term(
 }
 
 /// The row's log-likelihood alone (for trial points of the optimiser).
+#[cfg(test)]
 pub(crate) fn row_value(
     y: f64,
     exposure: f64,
@@ -125,7 +149,18 @@ pub(crate) fn row_value(
     rho: f64,
     ln_gamma_y_plus_one: f64,
 ) -> f64 {
-    let mu = exposure * rate(psi).value;
+    row_value_at(y, exposure, rate(psi).value, rho, ln_gamma_y_plus_one)
+}
+
+/// [`row_value`] with the rate r(Ψ) already computed.
+pub(crate) fn row_value_at(
+    y: f64,
+    exposure: f64,
+    rate: f64,
+    rho: f64,
+    ln_gamma_y_plus_one: f64,
+) -> f64 {
+    let mu = exposure * rate;
     let k = exposure * (-rho).exp();
     let gamma_ratio = crate::numeric::special::ln_gamma_ratio(y, k);
     let log_mean_ratio = (mu / k).ln_1p();

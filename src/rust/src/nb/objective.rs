@@ -11,7 +11,7 @@
 //! the animals, which with the dispersions form the Hessian's border.
 
 use super::curve::{curve_len, local_len, Axis, BinDerivatives, WarpedCurve};
-use super::family::{row_term, row_value};
+use super::family::{rate, row_term_at, row_value_at, RowTerm};
 use super::linalg::BorderedMatrix;
 use super::priors::effect_gram;
 use super::unknowns::{SpeciesLayout, SpeciesState};
@@ -235,25 +235,37 @@ impl<'m> SpeciesProblem<'m> {
             hessian.clear();
         }
         let border_start = layout.border_start();
+        // With every animal's warps at 0 and none of them estimated (the
+        // structure selection's first pass), the animals of a treatment share
+        // one curve: it and each bin's derivatives are computed once, for the
+        // rows of all of them.
+        let shared = self.animals_share_curves(state);
+        let leading_animals = if shared { 1 } else { layout.animals };
+        let mut members: Vec<usize> = Vec::with_capacity(layout.animals);
         let mut total = 0.0;
-        let mut block = 0;
-        for r in 0..layout.animals {
+        for r in 0..leading_animals {
             let u = state.u[r];
             for c in 0..layout.contexts {
                 let degree = layout.degrees[c];
                 let (m, n) = (curve_len(degree), local_len(degree));
                 let rho = state.rho[c];
                 for t in 0..layout.treatments {
-                    let active = self.active_blocks[block];
-                    block += 1;
-                    let curve_index = c * layout.treatments + t;
-                    if !active {
+                    // The first key of each animal's block that this curve's rows are in.
+                    members.clear();
+                    let sharing = if shared { 0..layout.animals } else { r..r + 1 };
+                    for animal in sharing {
+                        let block = (animal * layout.contexts + c) * layout.treatments + t;
+                        if self.active_blocks[block] {
+                            members.push(table.block_key(animal, c, t));
+                        }
+                    }
+                    if members.is_empty() {
                         continue;
                     }
+                    let curve_index = c * layout.treatments + t;
                     let curve = &mut work.curves[degree];
                     curve.set(&state.theta[curve_index], u, self.axis);
                     let bin = &mut work.bins[degree];
-                    let first_key = table.block_key(r, c, t);
                     let want = derivatives.is_some();
                     if want {
                         work.value_gradient[..m].fill(0.0);
@@ -262,36 +274,49 @@ impl<'m> SpeciesProblem<'m> {
                     }
                     let (mut rho_gradient, mut rho_hessian) = (0.0, 0.0);
                     for b in 0..layout.bins {
-                        let key = first_key + b;
-                        if !observed[key] {
-                            continue;
-                        }
-                        let psi = bin.evaluate(curve.values(), (b + 1) as f64);
-                        let (y, exposure, lg) =
-                            (counts[key], exposures[key], self.ln_gamma_count[key]);
-                        if !want {
-                            total -= row_value(y, exposure, psi, rho, lg);
-                            continue;
-                        }
-                        let term = row_term(y, exposure, psi, rho, lg);
-                        total -= term.value;
-                        rho_gradient -= term.d_rho;
-                        rho_hessian -= term.d_rho_rho;
-                        let g = &bin.gradient;
-                        for i in 0..m {
-                            work.value_gradient[i] -= term.d_psi * g[i];
-                            work.value_rho[i] -= term.d_psi_rho * g[i];
-                            let row = &mut work.value_hessian[i * m..(i + 1) * m];
-                            let scaled = -term.d_psi_psi * g[i];
-                            for (h, &gj) in row.iter_mut().zip(g.iter()) {
-                                *h += scaled * gj;
+                        // The rows of this bin, summed over the animals that share
+                        // the curve (one animal's row where they do not).
+                        let mut sum = RowTerm::default();
+                        let mut rows = 0;
+                        let mut rate_here = None;
+                        for &first_key in &members {
+                            let key = first_key + b;
+                            if !observed[key] {
+                                continue;
+                            }
+                            let rate_here = *rate_here.get_or_insert_with(|| {
+                                rate(bin.evaluate(curve.values(), (b + 1) as f64))
+                            });
+                            let (y, exposure, lg) =
+                                (counts[key], exposures[key], self.ln_gamma_count[key]);
+                            rows += 1;
+                            if !want {
+                                sum.value += row_value_at(y, exposure, rate_here.value, rho, lg);
+                                continue;
+                            }
+                            let term = row_term_at(y, exposure, &rate_here, rho, lg);
+                            if rows == 1 {
+                                sum = term;
+                            } else {
+                                sum.add(&term);
                             }
                         }
-                        bin.add_hessian(
-                            curve.values(),
-                            -term.d_psi,
-                            &mut work.value_hessian[..m * m],
-                        );
+                        if rows == 0 {
+                            continue;
+                        }
+                        total -= sum.value;
+                        if want {
+                            rho_gradient -= sum.d_rho;
+                            rho_hessian -= sum.d_rho_rho;
+                            add_bin_derivatives(
+                                &mut work.value_gradient[..m],
+                                &mut work.value_hessian[..m * m],
+                                &mut work.value_rho[..m],
+                                bin,
+                                curve.values(),
+                                &sum,
+                            );
+                        }
                     }
                     let Some((gradient, hessian)) = derivatives.as_mut() else {
                         continue;
@@ -309,6 +334,8 @@ impl<'m> SpeciesProblem<'m> {
                         local_hessian,
                     );
                     curve.add_local_gradient(&work.value_rho[..m], local_rho);
+                    // Shared curves have no warps to estimate, so any animal's
+                    // (none) border positions serve.
                     self.scatter(
                         c,
                         curve_index,
@@ -358,6 +385,16 @@ impl<'m> SpeciesProblem<'m> {
         } else {
             f64::INFINITY
         }
+    }
+
+    /// Whether every animal's curves are the population's: no warp is
+    /// estimated and every animal's warps are 0.
+    fn animals_share_curves(&self, state: &SpeciesState) -> bool {
+        self.layout
+            .u_index
+            .iter()
+            .all(|indices| indices.iter().all(Option::is_none))
+            && state.u.iter().all(|u| u.iter().all(|&w| w == 0.0))
     }
 
     /// Adds one (animal, curve) block's local derivatives into the species'
@@ -423,6 +460,32 @@ impl<'m> SpeciesProblem<'m> {
             hessian.border_block[rb * border + rb] += rho_hessian;
         }
     }
+}
+
+/// Adds one bin's row terms into a curve block's derivatives in the curve
+/// values: the chain rule through the bin's curve value Ψ(b), whose
+/// gradient `bin` holds.
+#[inline(always)]
+fn add_bin_derivatives(
+    value_gradient: &mut [f64],
+    value_hessian: &mut [f64],
+    value_rho: &mut [f64],
+    bin: &BinDerivatives,
+    values: &[f64],
+    sum: &RowTerm,
+) {
+    let m = value_gradient.len();
+    let g = &bin.gradient;
+    for i in 0..m {
+        value_gradient[i] -= sum.d_psi * g[i];
+        value_rho[i] -= sum.d_psi_rho * g[i];
+        let row = &mut value_hessian[i * m..(i + 1) * m];
+        let scaled = -sum.d_psi_psi * g[i];
+        for (h, &gj) in row.iter_mut().zip(g.iter()) {
+            *h += scaled * gj;
+        }
+    }
+    bin.add_hessian(values, -sum.d_psi, value_hessian);
 }
 
 /// The Hessian block of an estimable curve and where its θ starts in it.
@@ -508,6 +571,61 @@ mod tests {
         (0..n).map(|i| a[i][n] / a[i][i]).collect()
     }
 
+    /// Asserts that the gradient and Hessian of `problem` at `state` match
+    /// central differences of its value and gradient.
+    fn assert_derivatives_match_finite_differences(
+        problem: &SpeciesProblem,
+        state: &SpeciesState,
+        sigma: Sigma,
+        label: &str,
+    ) {
+        let x = state.to_vector(&problem.layout);
+        let n = x.len();
+        let mut gradient = vec![0.0; n];
+        let mut hessian = problem.hessian_shape();
+        problem.evaluate(state, sigma, &mut gradient, &mut hessian);
+        let value_at = |x: &[f64]| {
+            let mut s = state.clone();
+            s.set_vector(&problem.layout, x);
+            problem.value(&s, sigma)
+        };
+        let gradient_at = |x: &[f64]| {
+            let mut s = state.clone();
+            s.set_vector(&problem.layout, x);
+            let mut g = vec![0.0; n];
+            let mut h = problem.hessian_shape();
+            problem.evaluate(&s, sigma, &mut g, &mut h);
+            g
+        };
+        let h = 1e-6;
+        let unit = |i: usize| {
+            let mut e = vec![0.0; n];
+            e[i] = 1.0;
+            e
+        };
+        for i in 0..n {
+            let (mut up, mut down) = (x.clone(), x.clone());
+            up[i] += h;
+            down[i] -= h;
+            let numeric = (value_at(&up) - value_at(&down)) / (2.0 * h);
+            assert!(
+                (gradient[i] - numeric).abs() <= 1e-5 * numeric.abs().max(1.0),
+                "{label}, gradient {i}: {} vs {numeric}",
+                gradient[i]
+            );
+            let column = hessian.multiply(&unit(i));
+            let (g_up, g_down) = (gradient_at(&up), gradient_at(&down));
+            for j in 0..n {
+                let numeric = (g_up[j] - g_down[j]) / (2.0 * h);
+                assert!(
+                    (column[j] - numeric).abs() <= 1e-4 * numeric.abs().max(1.0),
+                    "{label}, hessian ({j}, {i}): {} vs {numeric}",
+                    column[j]
+                );
+            }
+        }
+    }
+
     #[test]
     fn gradient_and_hessian_match_finite_differences() {
         let model = small_model(7);
@@ -516,53 +634,75 @@ mod tests {
         {
             let problem =
                 SpeciesProblem::new(&model, species, [true, true, true]).with_priors(priors);
-            let sigma = [0.3, 0.2, 0.4];
             let state = state_for(&problem);
-            let x = state.to_vector(&problem.layout);
-            let n = x.len();
-            let mut gradient = vec![0.0; n];
-            let mut hessian = problem.hessian_shape();
-            problem.evaluate(&state, sigma, &mut gradient, &mut hessian);
-            let value_at = |x: &[f64]| {
-                let mut s = state.clone();
-                s.set_vector(&problem.layout, x);
-                problem.value(&s, sigma)
-            };
-            let gradient_at = |x: &[f64]| {
-                let mut s = state.clone();
-                s.set_vector(&problem.layout, x);
-                let mut g = vec![0.0; n];
-                let mut h = problem.hessian_shape();
-                problem.evaluate(&s, sigma, &mut g, &mut h);
-                g
-            };
-            let h = 1e-6;
-            let unit = |i: usize| {
-                let mut e = vec![0.0; n];
-                e[i] = 1.0;
-                e
-            };
-            for i in 0..n {
-                let (mut up, mut down) = (x.clone(), x.clone());
-                up[i] += h;
-                down[i] -= h;
-                let numeric = (value_at(&up) - value_at(&down)) / (2.0 * h);
-                assert!(
-                    (gradient[i] - numeric).abs() <= 1e-5 * numeric.abs().max(1.0),
-                    "species {species}, priors {priors:?}, gradient {i}: {} vs {numeric}",
-                    gradient[i]
-                );
-                let column = hessian.multiply(&unit(i));
-                let (g_up, g_down) = (gradient_at(&up), gradient_at(&down));
-                for j in 0..n {
-                    let numeric = (g_up[j] - g_down[j]) / (2.0 * h);
-                    assert!(
-                        (column[j] - numeric).abs() <= 1e-4 * numeric.abs().max(1.0),
-                        "species {species}, priors {priors:?}, hessian ({j}, {i}): {} vs {numeric}",
-                        column[j]
-                    );
+            assert_derivatives_match_finite_differences(
+                &problem,
+                &state,
+                [0.3, 0.2, 0.4],
+                &format!("species {species}, priors {priors:?}"),
+            );
+        }
+    }
+
+    /// Without warps the animals share each treatment's curve, which the
+    /// pass evaluates once for all of them: the value is still the sum of
+    /// every observed row's negative-binomial log-pmf (written out here from
+    /// ln Γ), and the derivatives still those of the value.
+    #[test]
+    fn curves_shared_by_the_animals_give_every_rows_likelihood() {
+        let model = small_model(11);
+        let table = model.table();
+        for species in 0..table.shape().species {
+            let problem = SpeciesProblem::new(&model, species, [false; 3]);
+            let layout = &problem.layout;
+            let mut state = state_for(&problem);
+            state.u.iter_mut().for_each(|u| *u = [0.0; 3]);
+            assert!(problem.animals_share_curves(&state));
+            let mut expected = 0.0;
+            let mut rows = 0;
+            for r in 0..layout.animals {
+                for c in 0..layout.contexts {
+                    let degree = layout.degrees[c];
+                    for t in 0..layout.treatments {
+                        let mut curve = WarpedCurve::new(degree);
+                        curve.set(
+                            &state.theta[c * layout.treatments + t],
+                            [0.0; 3],
+                            problem.axis,
+                        );
+                        let mut bin = BinDerivatives::new(degree);
+                        let first = table.block_key(r, c, t);
+                        for b in 0..layout.bins {
+                            let key = first + b;
+                            if !table.observed()[key] {
+                                continue;
+                            }
+                            let psi = bin.evaluate(curve.values(), (b + 1) as f64);
+                            let y = table.counts(species)[key];
+                            let exposure = table.exposures(species)[key];
+                            let mu = exposure * rate(psi).value;
+                            let k = exposure * (-state.rho[c]).exp();
+                            let log_pmf = ln_gamma(y + k) - ln_gamma(k) - ln_gamma(y + 1.0)
+                                + k * (k / (k + mu)).ln()
+                                + y * (mu / (k + mu)).ln();
+                            expected -= log_pmf;
+                            rows += 1;
+                        }
+                    }
                 }
             }
+            assert!(rows > 0);
+            let value = problem.negative_log_likelihood(&state);
+            assert!(
+                (value - expected).abs() <= 1e-9 * expected.abs(),
+                "species {species}: {value} vs {expected} over {rows} rows"
+            );
+            assert_derivatives_match_finite_differences(
+                &problem,
+                &state,
+                [0.0; 3],
+                &format!("shared curves, species {species}"),
+            );
         }
     }
 
