@@ -4,7 +4,7 @@
 
 use super::fit::SpeciesFit;
 use super::pipeline::{fit_all, fit_species_on, summarise};
-use super::select::{select_curve, selected_structure, CurveSelection};
+use super::select::{select_curve_from, selected_structure, CurveSelection, FittedDegrees};
 use super::settings::CountFitSettings;
 use super::start::{detect_structure, pooled_series, segmentation_points};
 use super::CountModel;
@@ -171,7 +171,10 @@ pub(crate) fn select_structure_passes(
     };
     let mut interrupted = interrupted;
     let mut progress = progress;
+    // The second pass (with warps held) starts each degree from the first
+    // pass's fit of it.
     let pass = |held: Option<&[Vec<[f64; 3]>]>,
+                earlier: Option<&[FittedDegrees]>,
                 interrupted: &mut dyn FnMut() -> bool,
                 progress: &mut dyn FnMut(usize, usize)| {
         engine::map_tasks(
@@ -180,13 +183,14 @@ pub(crate) fn select_structure_passes(
             |task| {
                 let curve = task - 1;
                 let species = curve % shape.species;
-                select_curve(
+                select_curve_from(
                     base,
                     curve / shape.species,
                     species,
                     fixed_of(curve),
                     settings,
                     held.map(|h| h[species].as_slice()),
+                    earlier.map(|e| &e[curve]),
                 )
             },
             interrupted,
@@ -203,11 +207,14 @@ pub(crate) fn select_structure_passes(
                 base.design().contexts()[curve / shape.species]
             ))),
         })
-        .collect::<Result<Vec<CurveSelection>, Error>>()
+        .collect::<Result<Vec<(CurveSelection, FittedDegrees)>, Error>>()
     };
-    let first = pass(None, &mut interrupted, &mut |done, total| {
-        progress("structure", done, total)
-    })?;
+    let (first, first_fits): (Vec<CurveSelection>, Vec<FittedDegrees>) =
+        pass(None, None, &mut interrupted, &mut |done, total| {
+            progress("structure", done, total)
+        })?
+        .into_iter()
+        .unzip();
     let first_detected = selected_structure(base, &first).map_err(Error::input)?;
     if !second_pass {
         return Ok(StructureChoice {
@@ -233,9 +240,15 @@ pub(crate) fn select_structure_passes(
         |done, total| progress("warps", done, total),
     )?;
     let held: Vec<Vec<[f64; 3]>> = pooled.species.iter().map(|f| f.state.u.clone()).collect();
-    let selections = pass(Some(&held), &mut interrupted, &mut |done, total| {
-        progress("reselect", done, total)
-    })?;
+    let selections: Vec<CurveSelection> = pass(
+        Some(&held),
+        Some(&first_fits),
+        &mut interrupted,
+        &mut |done, total| progress("reselect", done, total),
+    )?
+    .into_iter()
+    .map(|(selection, _)| selection)
+    .collect();
     let mut detected = selected_structure(base, &selections).map_err(Error::input)?;
     // A species whose degrees the second pass kept is fitted already: the
     // full fit of that species from the first pass's change points is the

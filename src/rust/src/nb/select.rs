@@ -18,6 +18,7 @@
 use super::curve::CurveValues;
 use super::fit::fit_species_held;
 use super::settings::CountFitSettings;
+use super::unknowns::SpeciesState;
 use super::CountModel;
 use crate::changepoint::DetectedChangePoints;
 use serde::{Deserialize, Serialize};
@@ -243,21 +244,18 @@ impl Segmentation {
 
 /// Fits curve (context, species) of `model` with `degree` transitions
 /// started at `points` (per treatment), random effects at 0 or held at
-/// `held` (per animal).
+/// `held` (per animal). Returns the candidate, the curve's observed rows
+/// and the fit's state.
 fn fit_candidate(
     model: &CountModel,
     context: usize,
     species: usize,
     degree: usize,
-    points: &[Vec<f64>],
+    start: CandidateStart,
     settings: &CountFitSettings,
     held: Option<&[[f64; 3]]>,
-) -> Result<(Candidate, usize), String> {
+) -> Result<(Candidate, usize, SpeciesState), String> {
     let curve = model.curve_model(context, species, degree)?;
-    let start = DetectedChangePoints {
-        structure: curve.structure().clone(),
-        change_points: vec![points.to_vec()],
-    };
     // The random effects couple a species' curves; held fixed (at 0, or at
     // the pooled fit's) every curve is a problem of its own (model vignette
     // §12.6).
@@ -266,7 +264,18 @@ fn fit_candidate(
         ..*settings
     };
     let held = held.filter(|_| curve.has_random_effects());
-    let fit = fit_species_held(&curve, 0, Some(&start), None, &settings, held)?;
+    let fit = match start {
+        CandidateStart::Points(points) => {
+            let start = DetectedChangePoints {
+                structure: curve.structure().clone(),
+                change_points: vec![points.to_vec()],
+            };
+            fit_species_held(&curve, 0, Some(&start), None, &settings, held)?
+        }
+        CandidateStart::Fitted(state) => {
+            fit_species_held(&curve, 0, None, Some((state, [0.0; 3])), &settings, held)?
+        }
+    };
     let observations = curve.table().observed_row_count();
     let estimated_curves = fit
         .curve_informed
@@ -299,14 +308,29 @@ fn fit_candidate(
             failure: None,
         },
         observations,
+        fit.state,
     ))
 }
+
+/// Where a candidate's fit starts.
+#[derive(Clone, Copy)]
+enum CandidateStart<'a> {
+    /// Transition points per treatment; the fit warms up from them.
+    Points(&'a [Vec<f64>]),
+    /// A fit of the same degree (the first pass's, under other warps).
+    Fitted(&'a SpeciesState),
+}
+
+/// Per degree, the state of a curve's best fit of that degree (None for a
+/// degree not fitted, or whose fits all failed).
+pub(crate) type FittedDegrees = Vec<Option<SpeciesState>>;
 
 /// Chooses the degree of curve (context, species): fits d = 0, 1, … in
 /// turn and stops after [`PATIENCE`] degrees in a row that do not improve
 /// on the best BIC, or at the most transitions the bins have room for.
 /// With `fixed` = Some(d) (the user's `degrees =`) only d is fitted, for
 /// its change points; d must fit the bins.
+#[cfg(test)]
 pub(crate) fn select_curve(
     model: &CountModel,
     context: usize,
@@ -315,6 +339,24 @@ pub(crate) fn select_curve(
     settings: &CountFitSettings,
     held: Option<&[[f64; 3]]>,
 ) -> Result<CurveSelection, String> {
+    select_curve_from(model, context, species, fixed, settings, held, None)
+        .map(|(selection, _)| selection)
+}
+
+/// [`select_curve`], each degree that `fitted` has a fit of started from
+/// that fit alone (the second pass starts from the first's: the warps it
+/// holds move each optimum a little, and a start at the optimum needs
+/// neither a warm-up nor a second start). Returns the selection and the
+/// state of each degree's best fit.
+pub(crate) fn select_curve_from(
+    model: &CountModel,
+    context: usize,
+    species: usize,
+    fixed: Option<usize>,
+    settings: &CountFitSettings,
+    held: Option<&[[f64; 3]]>,
+    fitted: Option<&FittedDegrees>,
+) -> Result<(CurveSelection, FittedDegrees), String> {
     let bins = model.table().shape().bins;
     let gap = model.point_gap();
     let min_size = (gap.ceil() as usize).max(1);
@@ -348,39 +390,49 @@ pub(crate) fn select_curve(
         None => 0..=max_degree,
     };
     let mut candidates: Vec<Candidate> = Vec::new();
+    let mut states: Vec<Option<SpeciesState>> = Vec::new();
     let mut observations = 0;
     let (mut chosen, mut since_best) = (0, 0);
     for degree in degrees {
-        // Starts: the shared breaks, and each treatment's own where they
-        // differ. A fixed degree beyond what the measured bins can split
-        // into gets evenly spaced points (the fit checks the axis).
-        let mut starts = Vec::with_capacity(2);
-        if degree <= segmentation.max_degree() {
-            starts.push(vec![segmentation.points(degree); treatments]);
+        // Starts: a degree fitted before (the first pass's) from that fit
+        // alone; any other from the shared breaks, and each treatment's own
+        // where they differ. A fixed degree beyond what the measured bins
+        // can split into gets evenly spaced points (the fit checks the axis).
+        let earlier = fitted.and_then(|f| f.get(degree)).and_then(Option::as_ref);
+        let mut point_starts: Vec<Vec<Vec<f64>>> = Vec::with_capacity(2);
+        if earlier.is_none() && degree <= segmentation.max_degree() {
+            point_starts.push(vec![segmentation.points(degree); treatments]);
             if degree > 0 && !own.is_empty() {
                 let separate: Vec<Vec<f64>> =
                     own.iter_mut().map(|seg| seg.points(degree)).collect();
-                if separate != starts[0] {
-                    starts.push(separate);
+                if separate != point_starts[0] {
+                    point_starts.push(separate);
                 }
             }
-        } else {
-            starts.push(vec![even_points(degree, bins); treatments]);
+        } else if earlier.is_none() {
+            point_starts.push(vec![even_points(degree, bins); treatments]);
         }
+        let starts: Vec<CandidateStart> = match earlier {
+            Some(state) => vec![CandidateStart::Fitted(state)],
+            None => point_starts
+                .iter()
+                .map(|points| CandidateStart::Points(points))
+                .collect(),
+        };
         // The best fit over the starts (the first on ties, so the result
         // does not depend on anything but the curve's rows).
-        let mut best: Option<Candidate> = None;
+        let mut best: Option<(Candidate, SpeciesState)> = None;
         let mut first_failure = None;
-        for start in &starts {
+        for &start in &starts {
             match fit_candidate(model, context, species, degree, start, settings, held) {
-                Ok((candidate, n)) => {
+                Ok((candidate, n, state)) => {
                     observations = n;
-                    let better = best.as_ref().is_none_or(|b| {
+                    let better = best.as_ref().is_none_or(|(b, _)| {
                         candidate.negative_log_likelihood < b.negative_log_likelihood
                             || !b.negative_log_likelihood.is_finite()
                     });
                     if better {
-                        best = Some(candidate);
+                        best = Some((candidate, state));
                     }
                 }
                 Err(reason) => {
@@ -388,16 +440,23 @@ pub(crate) fn select_curve(
                 }
             }
         }
-        let candidate = best.unwrap_or_else(|| Candidate {
-            degree,
-            negative_log_likelihood: f64::NAN,
-            parameters: 0,
-            criterion: f64::INFINITY,
-            converged: false,
-            points: Vec::new(),
-            failure: first_failure,
-        });
+        let (candidate, state) = match best {
+            Some((candidate, state)) => (candidate, Some(state)),
+            None => (
+                Candidate {
+                    degree,
+                    negative_log_likelihood: f64::NAN,
+                    parameters: 0,
+                    criterion: f64::INFINITY,
+                    converged: false,
+                    points: Vec::new(),
+                    failure: first_failure,
+                },
+                None,
+            ),
+        };
         candidates.push(candidate);
+        states.push(state);
         let last = candidates.len() - 1;
         if candidates[last].criterion < candidates[chosen].criterion {
             chosen = last;
@@ -416,18 +475,25 @@ pub(crate) fn select_curve(
             species,
             settings,
             held,
-            &mut candidates,
+            (&mut candidates, &mut states),
             chosen,
         );
     }
-    Ok(CurveSelection {
-        context,
-        species,
-        observations,
-        candidates,
-        chosen,
-        fixed: fixed.is_some(),
-    })
+    let mut by_degree: FittedDegrees = vec![None; candidates.len().max(fixed.map_or(0, |d| d + 1))];
+    for (candidate, state) in candidates.iter().zip(states) {
+        by_degree[candidate.degree] = state;
+    }
+    Ok((
+        CurveSelection {
+            context,
+            species,
+            observations,
+            candidates,
+            chosen,
+            fixed: fixed.is_some(),
+        },
+        by_degree,
+    ))
 }
 
 /// A winner of degree w may beat w − 1 only because the fit of w − 1 stopped
@@ -442,7 +508,7 @@ fn refine_downwards(
     species: usize,
     settings: &CountFitSettings,
     held: Option<&[[f64; 3]]>,
-    candidates: &mut [Candidate],
+    (candidates, states): (&mut [Candidate], &mut [Option<SpeciesState>]),
     mut chosen: usize,
 ) -> usize {
     loop {
@@ -465,12 +531,19 @@ fn refine_downwards(
                         .collect()
                 })
                 .collect();
-            if let Ok((candidate, _)) =
-                fit_candidate(model, context, species, lower, &start, settings, held)
-            {
+            if let Ok((candidate, _, state)) = fit_candidate(
+                model,
+                context,
+                species,
+                lower,
+                CandidateStart::Points(&start),
+                settings,
+                held,
+            ) {
                 let current = candidates[lower].negative_log_likelihood;
                 if candidate.negative_log_likelihood < current || !current.is_finite() {
                     candidates[lower] = candidate;
+                    states[lower] = Some(state);
                     improved = true;
                 }
             }
@@ -625,6 +698,66 @@ mod tests {
         assert!(detected.change_points[0].iter().all(|p| p.len() == 2));
         // More transitions than the bins have room for: an error, not a panic.
         assert!(select_curve(&model, 0, 0, Some(21), &CountFitSettings::default(), None).is_err());
+    }
+
+    /// Started from its own fits, a selection under the same warps finds
+    /// the same optima (each fit already at its optimum), and so the same
+    /// degree; started from them under other warps (as the second pass
+    /// is), it still finds the simulated degree.
+    #[test]
+    fn a_selection_started_from_earlier_fits_finds_their_optima() {
+        let spec = Simulation {
+            bins: 40,
+            animals: 4,
+            species: 2,
+            degrees: vec![2, 1],
+            cells_per_key: 6,
+            ..Simulation::default()
+        };
+        let (model, _) = simulate(&spec, 3);
+        let settings = CountFitSettings::default();
+        for species in 0..2 {
+            let (first, fits) =
+                select_curve_from(&model, 0, species, None, &settings, None, None).unwrap();
+            assert_eq!(first.degree(), spec.degrees[species]);
+            assert_eq!(fits.len(), first.candidates.len());
+            let (again, _) =
+                select_curve_from(&model, 0, species, None, &settings, None, Some(&fits)).unwrap();
+            assert_eq!(again.degree(), first.degree());
+            for (a, b) in again.candidates.iter().zip(&first.candidates) {
+                assert_eq!(a.degree, b.degree);
+                assert!(
+                    (a.negative_log_likelihood - b.negative_log_likelihood).abs()
+                        <= 1e-7 * b.negative_log_likelihood.abs(),
+                    "degree {}: {} vs {}",
+                    a.degree,
+                    a.negative_log_likelihood,
+                    b.negative_log_likelihood
+                );
+            }
+            // Warps of a few per cent, as a pooled fit would hold them.
+            let held: Vec<[f64; 3]> = (0..spec.animals)
+                .map(|r| {
+                    let sign = if r % 2 == 0 { 1.0 } else { -1.0 };
+                    [0.02 * sign, 0.05 * sign, -0.03 * sign]
+                })
+                .collect();
+            let (warm, _) = select_curve_from(
+                &model,
+                0,
+                species,
+                None,
+                &settings,
+                Some(&held),
+                Some(&fits),
+            )
+            .unwrap();
+            assert_eq!(warm.degree(), spec.degrees[species]);
+            assert!(warm
+                .candidates
+                .iter()
+                .all(|c| c.negative_log_likelihood.is_finite()));
+        }
     }
 
     #[test]
