@@ -18,8 +18,9 @@ if (!length(args) || !args[1] %in% c("run", "compare")) {
 }
 
 if (args[1] == "compare") {
-  a <- utils::read.csv(args[2], stringsAsFactors = FALSE)
-  b <- utils::read.csv(args[3], stringsAsFactors = FALSE)
+  as_text <- c(found = "character", truth = "character")
+  a <- utils::read.csv(args[2], stringsAsFactors = FALSE, colClasses = as_text)
+  b <- utils::read.csv(args[3], stringsAsFactors = FALSE, colClasses = as_text)
   both <- merge(a, b, by = c("design", "dataset"), suffixes = c(".a", ".b"))
   cat(sprintf("%s (%s) against %s (%s): %d data sets, %d curves\n", a$label[1], a$commit[1],
               b$label[1], b$commit[1], nrow(both), sum(both$curves.a)))
