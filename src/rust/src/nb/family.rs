@@ -26,11 +26,8 @@ pub(crate) struct Rate {
 /// log(1 + rate)) above a few τ, floored smoothly at ε below 0.
 pub(crate) fn rate(psi: f64) -> Rate {
     let tau = RATE_FLOOR_WIDTH;
-    // e^Ψ from e^Ψ − 1, one exponential per row: where the floor's
-    // logistic is not 0, e^Ψ > 0.3, so the sum loses nothing.
-    let growth_m1 = psi.exp_m1();
-    let growth = 1.0 + growth_m1;
-    let scaled = growth_m1 / tau;
+    let growth = psi.exp();
+    let scaled = psi.exp_m1() / tau;
     // softplus(x) = max(x, 0) + ln(1 + e^{−|x|}); σ(x) its derivative. Far
     // from 0 the correction is below the last bit (see `sigmoid`): skip its
     // exponential, which would underflow on libm's slow path.
@@ -92,8 +89,7 @@ fn mean_size_term(y: f64, mu: f64, k: f64, ln_gamma_y_plus_one: f64) -> MeanSize
     let value = if y == 0.0 {
         -k * log_mean_ratio
     } else {
-        // y ln(μ/(k+μ)) = −y ln(1 + k/μ): one logarithm, and no cancellation.
-        gamma_ratio - ln_gamma_y_plus_one - k * log_mean_ratio - y * (k / mu).ln_1p()
+        gamma_ratio - ln_gamma_y_plus_one - k * log_mean_ratio + y * mu.ln() - y * sum.ln()
     };
     let residual = y - mu;
     MeanSizeTerm {
@@ -171,7 +167,7 @@ pub(crate) fn row_value_at(
     if y == 0.0 {
         -k * log_mean_ratio
     } else {
-        gamma_ratio - ln_gamma_y_plus_one - k * log_mean_ratio - y * (k / mu).ln_1p()
+        gamma_ratio - ln_gamma_y_plus_one - k * log_mean_ratio + y * mu.ln() - y * (k + mu).ln()
     }
 }
 
