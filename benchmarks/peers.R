@@ -21,8 +21,10 @@
 #          (true_total_log2fc says how large). With --animals 4 this is the
 #          original package's own benchmark design (2 conditions x 4
 #          replicates), here with both hemispheres of every animal.
-# - null_rate (only when asked for): null, with the rate warp as the only
-#          animal variation (no point or slope warps; see `designs`).
+# - null_rate, shape_rate, total_rate (only when asked for): null, shape
+#          and total with the rate warp as the only animal variation (no
+#          point or slope warps; see `designs`): data whose between-animal
+#          variation the peers' random intercepts nearly describe.
 # Unchanged genes of a design have the same shape as its changed ones (one
 # transition in null and total, two in shape) and no effects at all. Genes
 # are simulated one at a time with the same design and cells (so the data
@@ -116,6 +118,9 @@ experiment <- function(animals) {
               animals.per.group = animals)
 }
 
+# Animal variation by the rate warp alone (no point or slope warps).
+rate_warp_only <- c(point = 0, rate = 0.1, slope = 0)
+
 # The simulator settings of each design's changed and unchanged genes, and
 # the condition a changed gene's truth must meet (see the header).
 designs <- list(
@@ -139,7 +144,21 @@ designs <- list(
   # axis. The simulator has no pure per-animal intercept; with no warps at
   # all (random.sd = 0) the peer arms were checked to hold their size.
   null_rate = list(index = 4L, degree = 1L, changed = 0, changed_args = NULL, accept = NULL,
-                   null_args = list(random.sd = c(point = 0, rate = 0.1, slope = 0)))
+                   null_args = list(random.sd = rate_warp_only)),
+  # shape and total with the rate warp as the only animal variation: data
+  # whose between-animal variation the peers' random intercepts (nearly)
+  # describe, for comparing power where every arm holds its size.
+  shape_rate = list(index = 5L, degree = 2L, changed = changed_share,
+                    changed_args = list(effect.size = 0, slope.effect = 0, point.effect = 2,
+                                        effect.prob = 0.7, rate.step = c(1, 1),
+                                        random.sd = rate_warp_only),
+                    null_args = list(rate.step = c(1, 1), random.sd = rate_warp_only),
+                    accept = function(truth) same_shift(truth, "tpoint")),
+  total_rate = list(index = 6L, degree = 1L, changed = changed_share,
+                    changed_args = list(effect.size = 0.3, slope.effect = 0, point.effect = 0,
+                                        effect.prob = 0.7, random.sd = rate_warp_only),
+                    null_args = list(random.sd = rate_warp_only),
+                    accept = function(truth) same_shift(truth, "Rt"))
 )
 
 # KO minus WT of a component's values, per hemisphere (rows) and block.
