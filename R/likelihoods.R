@@ -193,7 +193,8 @@ require_likelihood.wisp_original <- function(fit, message, call) {
   stop_input(message, call = call)
 }
 
-# The statistics a fit has without a bootstrap: "wald" for the count
+# The statistics a fit has without a bootstrap: "profile" (Wald, profile
+# likelihood where the check flags a point effect) for the count
 # likelihood, NULL (none) for the original's.
 statistics_without_bootstrap <- function(fit) UseMethod("statistics_without_bootstrap")
 #' @export
@@ -201,7 +202,7 @@ statistics_without_bootstrap.wisp <- function(fit) {
   statistics_without_bootstrap(as_current_fit(fit))
 }
 #' @export
-statistics_without_bootstrap.wisp_nb <- function(fit) "wald"
+statistics_without_bootstrap.wisp_nb <- function(fit) "profile"
 #' @export
 statistics_without_bootstrap.wisp_original <- function(fit) NULL
 

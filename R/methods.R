@@ -331,7 +331,7 @@ summary.wisp <- function(object, level = NULL, ...) {
     gene.qc = object$gene.qc,
     on.bound = on_bound_text(object),
     genes = length(object$grouping.variables$species.lvls),
-    small.design = if (tested) wald_small_design(object) else NULL,
+    small.design = if (tested) point_tests_small_design(object) else NULL,
     provenance = object$provenance
   ), class = "summary.wisp")
 }
@@ -425,10 +425,10 @@ print.summary.wisp <- function(x, digits = max(3L, getOption("digits") - 3L), ma
   }
   if (!is.null(x$small.design)) {
     cat(strwrap(sprintf(paste0(
-      "Caution: the smallest group has %d animals; below %d per group the Wald tests of ",
-      "transition points were anti-conservative in the calibration benchmark ",
+      "Caution: the smallest group has %d animals; below %d per group the tests of ",
+      "transition points were anti-conservative on some designs of the calibration benchmark ",
       "(vignette(\"inference\")): %sbootstrap them (bs_batch(resample = \"parametric\")) ",
-      "before reading their stars."), x$small.design, WALD_CALIBRATED_ANIMALS,
+      "before reading their stars."), x$small.design, POINT_TESTS_CALIBRATED_ANIMALS,
       if (identical(x$method, "wald")) {
         "check them by profile likelihood (wisp_statistics(fit, method = \"profile\")) or "
       } else {

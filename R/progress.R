@@ -7,7 +7,9 @@ long_stage <- 10L
 # the random effects held at the fit of that first choice, stage "warps",
 # then "reselect", under structure = "likelihood") and each gene (stage
 # "fit"; "species": each gene's whole selection and fit, with a checkpoint
-# or on futures, after "kept", the genes the checkpoint held) is fitted,
+# or on futures, after "kept", the genes the checkpoint held) is fitted, or
+# each gene's transition points are checked by profile likelihood (stage
+# "profile"),
 # with done = 0 before the first fit of a stage (stage "joint": the
 # original's one fit of every gene, reported from R). It signals one progressr step per fit (with
 # `progress`; one progressor per stage, finished after its last step) and,
@@ -38,19 +40,21 @@ stage_progress <- function(say, progress, workers, envir = parent.frame()) {
     }
     # The original's one fit of every gene: a step, without messages.
     if (identical(stage, "joint")) say <- function(...) invisible()
+    verb <- if (identical(stage, "profile")) "check" else "fit"
     if (done == 0L) {
       finish()
       # Nothing left to fit (every gene's fit came with the structure step).
       if (total == 0L) return(invisible())
       step <<- progress_notifier(progress && total > 0L, total, envir = envir, on_exit = FALSE)
-      say(sprintf("%s: %s to fit%s.",
+      say(sprintf("%s: %s to %s%s.",
                   switch(stage, grid = "Grid search",
                          structure = "Structure (degrees by BIC, random effects at 0)",
                          warps = "Structure: random effects of that choice",
                          reselect = "Structure (degrees by BIC, random effects held)",
                          species = "Structure and fit, gene by gene",
+                         profile = "Profile checks of transition points",
                          "Fit"),
-                  count_noun(total, unit),
+                  count_noun(total, unit), verb,
                   if (workers > 1 && total > 1) {
                     sprintf(" on %s", count_noun(min(workers, total), "worker"))
                   } else ""))
@@ -61,7 +65,8 @@ stage_progress <- function(say, progress, workers, envir = parent.frame()) {
     # every quarter and at the end.
     quarter <- ceiling(total / 4)
     if (total >= long_stage && done %/% quarter != (done - 1L) %/% quarter) {
-      say(sprintf("  %d of %s fitted", done, count_noun(total, unit)))
+      say(sprintf("  %d of %s %s", done, count_noun(total, unit),
+                  if (identical(stage, "profile")) "checked" else "fitted"))
     }
     if (done >= total) finish()
     invisible()

@@ -88,9 +88,12 @@ run_one <- function(genes, types, cells, bins, max_fork, out) {
   bin_seconds <- proc.time()[["elapsed"]] - t0
   binned$genotype <- factor(binned$genotype, levels = c("WT", "KO"))
   t1 <- proc.time()[["elapsed"]]
-  fit <- suppressWarnings(wisp(binned, variables = list(context = "type", ran = "mouse"),
-                               max.fork = max_fork,
-                               verbose = nzchar(Sys.getenv("PANEL_VERBOSE"))))
+  # PANEL_STATISTICS=wald: wisp(statistics = "wald"); unset, the default.
+  statistics <- Sys.getenv("PANEL_STATISTICS")
+  fit <- suppressWarnings(do.call(wisp, c(
+    list(binned, variables = list(context = "type", ran = "mouse"), max.fork = max_fork,
+         verbose = nzchar(Sys.getenv("PANEL_VERBOSE"))),
+    if (nzchar(statistics)) list(statistics = statistics))))
   fit_seconds <- proc.time()[["elapsed"]] - t1
   memory <- stop_sampler(sampler)
   tests <- fit$gene.tests
@@ -109,6 +112,7 @@ run_one <- function(genes, types, cells, bins, max_fork, out) {
     peak_pss_mb = round(memory$peak_pss_mb, 0),
     genotype_fdr = if (any(called)) round(mean(!truth[called]), 3) else NA_real_,
     genotype_power = round(mean(called[truth]), 3),
+    statistics = fit$stats$method,
     r = paste(R.version$major, R.version$minor, sep = "."), stringsAsFactors = FALSE)
   utils::write.csv(row, out, row.names = FALSE)
   print(row)

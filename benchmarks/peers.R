@@ -68,8 +68,13 @@
 # exists (the file name has the genes but not the arms: use a new --label
 # for another set of arms). Writes benchmarks/results/peers_raw<suffix>.csv (one row per
 # design, animals, data set, gene and arm) and peers<suffix>.csv (the
-# summary), suffix "_<label>" unless the label is "final"; prints the
-# summary as a Markdown table. The figure: benchmarks/peers_figure.R.
+# summary), suffix "_<label>" unless the label is "final" (which also
+# writes the summary's main columns to inst/extdata/peers.csv for
+# vignette("inference")); prints the summary as a Markdown table. Besides
+# false positives, power and BH FDR, the summary has each arm's power at
+# its own 5 % size (the 0.05 quantile of its null genes' p-values as the
+# threshold) and its power minus mgcv's, paired by data set. The figure:
+# benchmarks/peers_figure.R.
 
 suppressPackageStartupMessages(library(wispack))
 
@@ -492,15 +497,46 @@ package_version_of <- function(package) {
   if (requireNamespace(package, quietly = TRUE)) format(utils::packageVersion(package)) else NA
 }
 
+# Power at the arm's own 5 % false-positive rate: changed genes whose
+# p-value is at or below the 0.05 quantile of the null genes' p-values of
+# the same design and group size. An arm whose nominal tests are liberal is
+# then compared at the size it really has.
+size_adjusted_power <- function(r) {
+  null_p <- r$p.value[!r$changed & !is.na(r$p.value)]
+  if (length(null_p) < 20L || !any(r$changed)) return(c(rate = NA_real_, se = NA_real_))
+  threshold <- stats::quantile(null_p, alpha, type = 1, names = FALSE)
+  rate_se(r$p.value[r$changed] <= threshold)[c("rate", "se")]
+}
+
+# Power minus mgcv's on the same data sets (paired: the mean over data sets
+# of the difference in the share of changed genes called, and its SE).
+power_minus_mgcv <- function(r, rows) {
+  g <- rows[rows$arm == "mgcv" & rows$design == r$design[1] & rows$animals == r$animals[1], ]
+  if (!nrow(g) || identical(r$arm[1], "mgcv") || !any(r$changed)) return(c(NA_real_, NA_real_))
+  called <- function(d) tapply(d$p.value[d$changed] < alpha, d$dataset[d$changed], mean,
+                               na.rm = TRUE)
+  a <- called(r)
+  b <- called(g)
+  both <- intersect(names(a), names(b))
+  d <- a[both] - b[both]
+  d <- d[!is.na(d)]
+  if (length(d) < 2L) return(c(NA_real_, NA_real_))
+  c(mean(d), stats::sd(d) / sqrt(length(d)))
+}
+
 summarise_rows <- function(rows, provenance) {
   keys <- unique(rows[c("design", "animals", "arm")])
   out <- lapply(seq_len(nrow(keys)), function(i) {
     r <- merge(rows, keys[i, ])
     fp <- rate_se(r$p.value[!r$changed] < alpha)
     power <- rate_se(r$p.value[r$changed] < alpha)
+    adjusted <- size_adjusted_power(r)
+    paired <- power_minus_mgcv(r, rows)
     fdr <- fdr_se(r)
     data.frame(keys[i, ], false_positive = fp[["rate"]], false_positive_se = fp[["se"]],
                null_genes = sum(!r$changed), power = power[["rate"]], power_se = power[["se"]],
+               power_at_size = adjusted[["rate"]], power_at_size_se = adjusted[["se"]],
+               power_minus_mgcv = paired[1], power_minus_mgcv_se = paired[2],
                changed_genes = sum(r$changed), fdr_bh = fdr[["fdr"]], fdr_bh_se = fdr[["se"]],
                cpu_per_gene = stats::median(r$cpu_seconds, na.rm = TRUE),
                datasets = length(unique(r$dataset)), genes = nrow(r),
@@ -517,12 +553,15 @@ summarise_rows <- function(rows, provenance) {
 
 print_table <- function(s) {
   fmt <- function(p, se) ifelse(is.na(p), "–", sprintf("%.3f ± %.3f", p, se))
-  cat("\n| design | animals/group | arm | false positives | power | BH FDR | CPU s/gene | NA |\n")
-  cat("|---|---:|---|---|---|---|---:|---:|\n")
+  cat(paste0("\n| design | animals/group | arm | false positives | power | power at 5 % size ",
+             "| power - mgcv's (paired) | BH FDR | CPU s/gene | NA |\n"))
+  cat("|---|---:|---|---|---|---|---|---|---:|---:|\n")
   for (i in seq_len(nrow(s))) {
     x <- s[i, ]
-    cat(sprintf("| %s | %d | %s | %s | %s | %s | %.2f | %d |\n", x$design, x$animals, x$arm,
-                fmt(x$false_positive, x$false_positive_se), fmt(x$power, x$power_se),
+    cat(sprintf("| %s | %d | %s | %s | %s | %s | %s | %s | %.2f | %d |\n", x$design, x$animals,
+                x$arm, fmt(x$false_positive, x$false_positive_se), fmt(x$power, x$power_se),
+                fmt(x$power_at_size, x$power_at_size_se),
+                fmt(x$power_minus_mgcv, x$power_minus_mgcv_se),
                 fmt(x$fdr_bh, x$fdr_bh_se), x$cpu_per_gene, x$na_p))
   }
 }
@@ -582,6 +621,15 @@ main <- function(args) {
   summary$engine <- summary$arm
   utils::write.csv(summary, file.path("benchmarks", "results", sprintf("peers%s.csv", suffix)),
                    row.names = FALSE)
+  if (config$label == "final") {
+    # What vignette("inference") shows ("Compared with other tools").
+    shipped <- summary[c("design", "animals", "arm", "false_positive", "false_positive_se",
+                         "power", "power_se", "power_at_size", "power_at_size_se",
+                         "power_minus_mgcv", "power_minus_mgcv_se", "fdr_bh", "fdr_bh_se",
+                         "cpu_per_gene", "datasets", "genes", "na_p", "package", "version",
+                         "wispack_commit")]
+    utils::write.csv(shipped, file.path("inst", "extdata", "peers.csv"), row.names = FALSE)
+  }
   cat(sprintf("\nLabel %s; %d data sets per design; %d genes each; %.1f min this run; R %s; %s\n",
               config$label, config$datasets, config$genes,
               as.numeric(difftime(Sys.time(), started, units = "mins")), getRversion(),

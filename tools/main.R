@@ -10,7 +10,8 @@ cat("Example data: ", nrow(wisp_example), " tokens of ",
     length(unique(wisp_example$ran)), " mice, hemisphere x age.\n\n", sep = "")
 
 workers <- min(2L, parallel::detectCores())
-# The count likelihood's fit reports Wald statistics (no bootstrap needed).
+# The count likelihood's fit reports its statistics (no bootstrap needed): Wald
+# tests, with profile likelihood for the transition points that need it.
 fit <- wisp(wisp_example, max.fork = workers)
 cat("\n")
 print(summary(fit))

@@ -77,34 +77,53 @@ enough_animals <- once(function() {
                 seed = 5)
 })
 
-test_that("wisp() warns when its Wald tests of points are outside the calibrated designs", {
+# The figures the design warning must quote for `method` at 3 animals per
+# group, recomputed from the shipped benchmark table: the range over its
+# designs, in percent to one decimal.
+quoted_range <- function(method, column) {
+  table <- utils::read.csv(system.file("extdata", "point_calibration.csv", package = "wispack"))
+  rows <- table[table$method == method & table$animals == 3, ]
+  expect_gt(nrow(rows), 3L)
+  x <- sort(unique(round(100 * range(rows[[column]]), 1)))
+  paste0(paste(sprintf("%.1f", x), collapse = "-"), " %")
+}
+
+test_that("wisp() warns when its tests of points are outside the calibrated designs", {
   few <- few_animals()
   caught <- NULL
-  fit <- withCallingHandlers(
-    wisp(few, degrees = 1L, model.settings = list(LRO_cost = "none"), verbose = FALSE),
-    wisp_design_warning = function(w) {
+  catch <- function(expr) {
+    caught <<- NULL
+    withCallingHandlers(expr, wisp_design_warning = function(w) {
       caught <<- w
       invokeRestart("muffleWarning")
     })
+  }
+  fit <- catch(wisp(few, degrees = 1L, model.settings = list(LRO_cost = "none"),
+                    verbose = FALSE))
   expect_s3_class(caught, "warning")
-  expect_match(conditionMessage(caught),
-               "calibrated from 5 animals per group; this fit's smallest group has 3")
-  expect_match(conditionMessage(caught), "resample = \"parametric\"", fixed = TRUE)
-  expect_match(conditionMessage(caught), "wisp_statistics(fit, method = \"profile\")",
-               fixed = TRUE)
-  expect_match(conditionMessage(caught), "gene-level tests, anova(fit)", fixed = TRUE)
-  expect_match(conditionMessage(caught), "with 3 animals per genotype", fixed = TRUE)
-  # The benchmark's figures for 3 animals per genotype, from the shipped table.
-  table <- utils::read.csv(system.file("extdata", "calibration.csv", package = "wispack"))
-  row <- table[table$likelihood == "nb" & table$method == "wald" & table$structure == "true" &
-                 table$animals == 3 & table$component == "tpoint", ]
-  expect_identical(nrow(row), 1L)
-  expect_match(conditionMessage(caught), sprintf("%.1f %% of true-null tpoint effects had p < 0.05",
-                                                 100 * row$false_positive), fixed = TRUE)
-  expect_match(conditionMessage(caught), sprintf("covered %.1f %%", 100 * row$coverage),
-               fixed = TRUE)
+  message <- conditionMessage(caught)
+  expect_match(message, "calibrated from 5 animals per group; this fit's smallest group has 3")
+  expect_match(message, "resample = \"parametric\"", fixed = TRUE)
+  expect_match(message, "gene-level tests, anova(fit)", fixed = TRUE)
+  expect_match(message, "with 3 animals per group", fixed = TRUE)
+  # The default statistics are the profile-checked ones: the figures are
+  # theirs, from the shipped table, and the message does not send the user
+  # to profiles the fit already has.
+  expect_identical(fit$stats$method, "profile")
+  expect_match(message, paste(quoted_range("profile", "false.positive"),
+                              "of true-null tpoint effects had p < 0.05"), fixed = TRUE)
+  expect_match(message, paste("covered", quoted_range("profile", "coverage")), fixed = TRUE)
+  expect_false(grepl("method = \"profile\"", message, fixed = TRUE))
   # The fit was tested all the same.
   expect_true(any(!is.na(fit$stats$parameters$p.value)))
+  # Wald statistics: their own figures, and the profile as the check.
+  wald_fit <- catch(wisp(few, degrees = 1L, model.settings = list(LRO_cost = "none"),
+                         verbose = FALSE, statistics = "wald"))
+  expect_identical(wald_fit$stats$method, "wald")
+  message <- conditionMessage(caught)
+  expect_match(message, paste(quoted_range("wald", "false.positive"),
+                              "of true-null tpoint effects had p < 0.05"), fixed = TRUE)
+  expect_match(message, "wisp_statistics(fit, method = \"profile\")", fixed = TRUE)
 
   # No statistics (fit_only), no transitions (no points to test), or 5
   # animals per group: no such warning.
@@ -125,10 +144,10 @@ test_that("wisp() warns when its Wald tests of points are outside the calibrated
                           model.settings = list(LRO_cost = "none"))))
 })
 
-test_that("summary() repeats the small-design caution of Wald tests of points", {
+test_that("summary() repeats the small-design caution of tests of points", {
   few <- few_animals()
   fit <- without_design_warning(wisp(few, degrees = 1L, model.settings = list(LRO_cost = "none"),
-                                     verbose = FALSE))
+                                     verbose = FALSE, statistics = "wald"))
   s <- summary(fit)
   expect_identical(s$small.design, 3L)
   expect_output(print(s), "Caution: the smallest group has 3 animals")

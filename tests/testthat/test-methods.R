@@ -7,8 +7,11 @@ methods_counts <- function() {
   counts[!(counts$ran == "mouse2" & counts$bin %in% 3:6 & counts$species == "gene1"), ]
 }
 
+# Wald statistics: this file checks them against Wald tests by hand (the
+# default's profile checks are tested in test-profile.R).
 methods_fit <- once(function() {
-  wisp(methods_counts(), model.settings = list(LRO_cost = "none"), verbose = FALSE)
+  wisp(methods_counts(), model.settings = list(LRO_cost = "none"), verbose = FALSE,
+       statistics = "wald")
 })
 
 methods_fit_original <- once(function() {
@@ -335,7 +338,8 @@ test_that("Wald intervals of between-animal effects use t quantiles with Sattert
   df <- length(unique(counts$ran)) - length(unique(counts$genotype))
   expect_identical(df, 2L)
   fit <- expect_silent(without_design_warning(
-    wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE)))
+    wisp(counts, model.settings = list(LRO_cost = "none"), verbose = FALSE,
+         statistics = "wald")))
   # WT and left are the reference levels (given first), so "KO" changes only
   # the genotype; "right" and "KO:right" change the hemisphere, within
   # animals.

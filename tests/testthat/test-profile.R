@@ -9,7 +9,8 @@ weak_step_fit <- once(function() {
   data <- wisp_simulate(design = design, n.genes = 4, n.bins = 50, cells.per.bin = 5,
                         degrees = 1L, rate.step = c(0.3, 0.6), effect.prob = c(0, 0, 1, 1),
                         seed = 57, random.sd = c(point = 0.3, rate = 0.1, slope = 0.15))
-  fit <- suppressWarnings(wisp(data, verbose = FALSE, fit_only = TRUE))
+  # wisp()'s default statistics (profile-checked Wald tests).
+  fit <- suppressWarnings(wisp(data, verbose = FALSE))
   list(data = data, fit = fit)
 })
 
@@ -17,10 +18,12 @@ test_that("a true-null point effect the Wald test calls at p < 1e-6 is flagged a
   case <- weak_step_fit()
   truth <- attr(case$data, "truth")$effects
   wald <- wisp_statistics(case$fit, method = "wald")$stats$parameters
-  profiled <- wisp_statistics(case$fit, method = "profile")$stats
   name <- "beta_tpoint_context1_gene1_right_X_Tns/Blk1"
   expect_equal(unname(truth[name]), 0)
   expect_lt(wald$p.value[wald$parameter == name], 1e-6)
+  # The fit's own (default) statistics flag and profile it.
+  expect_identical(case$fit$stats$method, "profile")
+  profiled <- case$fit$stats
   row <- profiled$parameters[profiled$parameters$parameter == name, ]
   expect_true(row$flagged)
   expect_equal(row$method, "profile")

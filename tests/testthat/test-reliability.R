@@ -421,18 +421,55 @@ test_that("under an address-space limit, binning and fitting fail with a classed
   expect_identical(outcome$fitting, "wisp_system_error")
 })
 
+test_that("a worker killed while checking a gene's transition points costs that gene's checks only", {
+  skip_without_test_hooks()
+  counts <- wisp_simulate(n.genes = 3, n.bins = 40, seed = 4, degrees = 1L,
+                          fixed.effects = list(genotype = c("WT", "KO")))
+  fit <- without_design_warning(wisp(counts, verbose = FALSE, fit_only = TRUE,
+                                     model.settings = list(LRO_cost = "none")))
+  reference <- wisp_statistics(fit, method = "profile", max.fork = 2)$stats
+  # One task per gene with point effects: the second is gene2's.
+  with_faults(list(kill = 2L))
+  on.exit(no_faults(), add = TRUE)
+  stats <- expect_no_trace(wisp_statistics(fit, method = "profile", max.fork = 2))$stats
+  no_faults()
+  checks <- stats$profiles
+  in_gene2 <- grepl("_gene2_", checks$parameter, fixed = TRUE)
+  expect_gt(sum(in_gene2), 0L)
+  expect_gt(sum(!in_gene2), 0L)
+  # Its checks are missing, with the reason; its point effects keep their
+  # Wald statistics and are flagged (not checked).
+  expect_true(all(is.na(checks$deviance.zero[in_gene2])))
+  expect_true(all(checks$flagged[in_gene2]))
+  expect_match(checks$note[in_gene2], "killed by signal 9")
+  rows <- stats$parameters
+  gene2_rows <- rows$parameter %in% checks$parameter[in_gene2]
+  expect_identical(rows$method[gene2_rows], rep("wald", sum(gene2_rows)))
+  wald <- wisp_statistics(fit, method = "wald")$stats$parameters
+  expect_identical(rows$p.value[gene2_rows], wald$p.value[gene2_rows])
+  # The other genes' checks and statistics are those of the run without it.
+  expect_identical(checks[!in_gene2, ], reference$profiles[!in_gene2, ])
+  other <- !grepl("_gene2_", rows$parameter, fixed = TRUE)
+  expect_identical(rows[other, ], reference$parameters[other, ])
+})
+
 test_that("a gene whose fit fails is kept with its reason, and the others go on", {
   skip_without_test_hooks()
   counts <- wisp_simulate(n.genes = 3, n.bins = 40, seed = 4,
                           fixed.effects = list(genotype = c("WT", "KO")))
   settings <- list(structure = "lro", LRO_cost = "none")
+  # Wald statistics: the fault below strikes the second task of every stage
+  # on workers, and the profile checks' second task is another gene's once
+  # gene2 has failed (a crash there costs that gene's checks alone: the test
+  # above).
   reference <- without_design_warning(wisp(counts, verbose = FALSE, max.fork = 2,
-                                           model.settings = settings))
+                                           model.settings = settings, statistics = "wald"))
   # The worker fitting gene2 dies (as one killed by the kernel for memory).
   with_faults(list(kill = 2L))
   on.exit(no_faults(), add = TRUE)
   expect_warning(fit <- without_design_warning(expect_no_trace(
-    wisp(counts, verbose = FALSE, max.fork = 2, model.settings = settings))),
+    wisp(counts, verbose = FALSE, max.fork = 2, model.settings = settings,
+         statistics = "wald"))),
     "the fit of 1 gene failed and it is kept without estimates.*gene2 \\(killed by signal 9")
   no_faults()
   qc <- fit$gene.qc

@@ -12,7 +12,7 @@ fit_fields <- c("count.data.summed", "fitted.parameters", "param.names", "gamma.
                 "fix", "treatment", "weight.matrix", "grouping.variables", "param.idx0",
                 "settings", "LRO.grid.search.results", "variables")
 
-test_that("wisp(data) just works and tests the effects by Wald tests", {
+test_that("wisp(data) just works and tests the effects by profile-checked Wald tests", {
   run <- messages_of(wisp(small_counts(), model.settings = list(LRO_cost = "none")))
   fit <- run$value
   expect_true(any(grepl("Exposure: tokens", run$said, fixed = TRUE)))
@@ -29,7 +29,25 @@ test_that("wisp(data) just works and tests the effects by Wald tests", {
   for (field in c(fit_fields, "stats", "random.sd", "exposure")) {
     expect_true(field %in% names(fit), label = field)
   }
-  expect_identical(fit$stats$method, "wald")
+  # The default statistics: Wald, each point effect checked by profile
+  # likelihood (wisp_statistics(method = "profile")); statistics = "wald"
+  # skips the checks.
+  expect_identical(fit$stats$method, "profile")
+  expect_true(any(grepl("Statistics: Wald tests; [0-9]+ transition-point effects? checked by profile",
+                        run$said)))
+  checked <- fit$stats$parameters$component == "transition point" &
+    fit$stats$parameters$term != "baseline"
+  expect_true(all(!is.na(fit$stats$parameters$flagged[checked])))
+  expect_true(all(is.na(fit$stats$parameters$flagged[!checked])))
+  expect_identical(nrow(fit$stats$profiles), sum(checked))
+  wald <- wisp(small_counts(), model.settings = list(LRO_cost = "none"), verbose = FALSE,
+               statistics = "wald")
+  expect_identical(wald$stats$method, "wald")
+  expect_true(all(is.na(wald$stats$parameters$flagged)))
+  expect_identical(wald$fitted.parameters, fit$fitted.parameters)
+  expect_equal(wisp_statistics(wald, method = "profile")$stats, fit$stats)
+  expect_error(wisp(small_counts(), statistics = "bootstrap"), class = "wisp_input_error",
+               regexp = "statistics")
   expect_identical(fit$stats$parameters$parameter, names(coef(fit, "fixed")))
   expect_identical(names(fit$fitted.parameters), fit$param.names)
   expect_true(all(c("pred", "pred.log", "exposure") %in% names(fit$count.data.summed)))
