@@ -327,11 +327,10 @@ pub(crate) fn fit_species_pinned(
     }
     let (mut state, mut sigma) = (start.0.clone(), start.1);
     let (mut iterations, mut evaluations) = (0, 0);
-    let mut last = None;
-    for _round in 0..PIN_ROUNDS {
+    for round in 1..=PIN_ROUNDS {
         pin.project(&mut state, degree, axis);
         let linear = pin.linearised_at(&state, degree, axis);
-        let fit = fit_species_with(
+        let run = newton_phase(
             model,
             species,
             None,
@@ -340,20 +339,22 @@ pub(crate) fn fit_species_pinned(
             None,
             Some(&linear),
         )?;
-        iterations += fit.iterations;
-        evaluations += fit.evaluations;
-        let residual = pin.effect(&fit.state, degree, axis) - pin.value;
-        (state, sigma) = (fit.state.clone(), fit.sigma);
+        iterations += run.iterations;
+        evaluations += run.evaluations;
+        let residual = pin.effect(&run.state, degree, axis) - pin.value;
         let held = residual.abs() <= PIN_TOLERANCE * (1.0 + pin.value.abs());
-        last = Some(fit);
-        if held {
-            break;
+        // Only the round that ends the fit needs the final curvature (the
+        // Laplace term of its likelihood, the informed coordinates): the
+        // others only move the linearisation.
+        if held || round == PIN_ROUNDS {
+            let mut fit = run.finish(model, species, settings);
+            fit.iterations = iterations;
+            fit.evaluations = evaluations;
+            return Ok(fit);
         }
+        (state, sigma) = (run.state, run.sigma);
     }
-    let mut fit = last.expect("at least one round");
-    fit.iterations = iterations;
-    fit.evaluations = evaluations;
-    Ok(fit)
+    unreachable!("the last round returns")
 }
 
 /// Rounds of linearisation at most, and how close to its value a pinned
@@ -370,6 +371,33 @@ fn fit_species_with(
     held: Option<&[[f64; 3]]>,
     pin: Option<&super::pin::LinearPin>,
 ) -> Result<SpeciesFit, String> {
+    let run = newton_phase(model, species, detected, start, settings, held, pin)?;
+    Ok(run.finish(model, species, settings))
+}
+
+/// A species' fit after its Newton runs and variance updates, before the
+/// final curvature and the reported likelihood ([`NewtonPhase::finish`]).
+struct NewtonPhase<'m> {
+    problem: SpeciesProblem<'m>,
+    state: SpeciesState,
+    sigma: Sigma,
+    outcome: super::solver::NewtonOutcome,
+    estimate_variances: bool,
+    iterations: usize,
+    evaluations: usize,
+    updates: usize,
+    trace: Vec<(usize, NewtonIteration)>,
+}
+
+fn newton_phase<'m>(
+    model: &'m CountModel,
+    species: usize,
+    detected: Option<&DetectedChangePoints>,
+    start: Option<(&SpeciesState, Sigma)>,
+    settings: &CountFitSettings,
+    held: Option<&[[f64; 3]]>,
+    pin: Option<&super::pin::LinearPin>,
+) -> Result<NewtonPhase<'m>, String> {
     let mut sigma: Sigma = match (settings.fixed_sigma, start) {
         _ if !model.has_random_effects() => [0.0; 3],
         (Some(fixed), _) => fixed,
@@ -496,53 +524,82 @@ fn fit_species_with(
             secant = VarianceSecant::default();
         }
     };
-    let bounds = bounds_for(&problem);
-    let log_sigma: f64 = sigma.iter().filter(|&&s| s > 0.0).map(|s| s.ln()).sum();
-    let data_only = SpeciesProblem::new(model, species, free_warps_of(sigma))
-        .without_dispersion(settings.fixed_dispersion.is_some());
-    let mut curvature = final_curvature(&problem, &data_only, &state, sigma);
-    if settings.fixed_dispersion.is_some() {
-        // A fixed dispersion is reported wherever its context has a curve.
-        let layout = &problem.layout;
-        curvature.rho_informed = (0..layout.contexts)
-            .map(|c| {
-                (0..layout.treatments)
-                    .any(|t| layout.curve_offsets[c * layout.treatments + t].is_some())
-            })
-            .collect();
-    }
-    let negative_log_likelihood = outcome.value - problem.prior_penalty(&state)
-        + problem.layout.animals as f64 * log_sigma
-        + 0.5 * curvature.random_effect_log_det;
-    let converged =
-        outcome.converged && (!estimate_variances || updates < settings.max_variance_updates);
-    let stop = if converged {
-        None
-    } else if outcome.converged {
-        Some(
-            Termination::VarianceUpdateLimit
-                .with_detail(&counted(settings.max_variance_updates, "variance update")),
-        )
-    } else {
-        outcome.stop.clone()
-    };
-    Ok(SpeciesFit {
-        species,
-        on_bound: count_on_bound(&problem, &state, &bounds),
-        curve_informed: curvature.curve_informed,
-        rho_informed: curvature.rho_informed,
+    Ok(NewtonPhase {
+        problem,
         state,
         sigma,
-        objective: outcome.value,
-        negative_log_likelihood,
+        outcome,
+        estimate_variances,
         iterations,
         evaluations,
-        variance_updates: updates,
-        converged,
-        scaled_gradient: outcome.scaled_gradient,
-        stop,
+        updates,
         trace,
     })
+}
+
+impl NewtonPhase<'_> {
+    /// The fit: the final curvature at the estimate, the Laplace marginal
+    /// likelihood, how the fit ended.
+    fn finish(self, model: &CountModel, species: usize, settings: &CountFitSettings) -> SpeciesFit {
+        let NewtonPhase {
+            problem,
+            state,
+            sigma,
+            outcome,
+            estimate_variances,
+            iterations,
+            evaluations,
+            updates,
+            trace,
+        } = self;
+        let bounds = bounds_for(&problem);
+        let log_sigma: f64 = sigma.iter().filter(|&&s| s > 0.0).map(|s| s.ln()).sum();
+        let data_only = SpeciesProblem::new(model, species, free_warps_of(sigma))
+            .without_dispersion(settings.fixed_dispersion.is_some());
+        let mut curvature = final_curvature(&problem, &data_only, &state, sigma);
+        if settings.fixed_dispersion.is_some() {
+            // A fixed dispersion is reported wherever its context has a curve.
+            let layout = &problem.layout;
+            curvature.rho_informed = (0..layout.contexts)
+                .map(|c| {
+                    (0..layout.treatments)
+                        .any(|t| layout.curve_offsets[c * layout.treatments + t].is_some())
+                })
+                .collect();
+        }
+        let negative_log_likelihood = outcome.value - problem.prior_penalty(&state)
+            + problem.layout.animals as f64 * log_sigma
+            + 0.5 * curvature.random_effect_log_det;
+        let converged =
+            outcome.converged && (!estimate_variances || updates < settings.max_variance_updates);
+        let stop = if converged {
+            None
+        } else if outcome.converged {
+            Some(
+                Termination::VarianceUpdateLimit
+                    .with_detail(&counted(settings.max_variance_updates, "variance update")),
+            )
+        } else {
+            outcome.stop.clone()
+        };
+        SpeciesFit {
+            species,
+            on_bound: count_on_bound(&problem, &state, &bounds),
+            curve_informed: curvature.curve_informed,
+            rho_informed: curvature.rho_informed,
+            state,
+            sigma,
+            objective: outcome.value,
+            negative_log_likelihood,
+            iterations,
+            evaluations,
+            variance_updates: updates,
+            converged,
+            scaled_gradient: outcome.scaled_gradient,
+            stop,
+            trace,
+        }
+    }
 }
 
 /// W⁻¹, so that β = W⁻¹ v for per-treatment values v.
