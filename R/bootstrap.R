@@ -29,8 +29,9 @@
 #' estimate; under the original, the population rows, the dispersion and
 #' the starting values are recomputed first. Under `"animals"` a replicate's
 #' random effects belong to whichever animal was drawn into each slot, so
-#' they are `NaN` in `t`. For most uses the Wald statistics that [wisp()]
-#' reports for the count likelihood need no bootstrap at all. A replicate's
+#' they are `NaN` in `t`. For most uses the statistics that [wisp()]
+#' reports for the count likelihood (Wald, with profile likelihood for
+#' transition points) need no bootstrap at all. A replicate's
 #' result depends only on `seed`, its number and the scheme, so every
 #' backend, worker count, `tasks.per.child` and schedule
 #' gives bitwise-identical estimates.

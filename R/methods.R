@@ -244,15 +244,16 @@ print.wisp <- function(x, ...) {
 #' Summarise a wisp fit
 #'
 #' The fixed-effect table of a fit (baseline parameters and treatment
-#' effects) with the statistics of `fit$stats` (Wald statistics for a count
-#' fit without a bootstrap; percentile or the original's centred statistics
+#' effects) with the statistics of `fit$stats` (Wald statistics, with
+#' profile likelihood for flagged transition points, for a count fit without
+#' a bootstrap; percentile or the original's centred statistics
 #' from bootstrap replicates): intervals, p-values and significance marks,
 #' plus the fit diagnostics.
 #'
 #' @param object A `"wisp"` object from [wisp()].
 #' @param level `NULL` (the statistics the fit carries), or a confidence
 #'   level at which [wisp_statistics()] recomputes them with the fit's method
-#'   and adjustment (Wald tests for a count fit without any).
+#'   and adjustment (profile-checked Wald tests for a count fit without any).
 #' @param ... Nothing: an argument `summary()` does not take is an error.
 #' @return An object of class `"summary.wisp"`: a list with `call`,
 #'   `coefficients` (a data.frame, one row per fixed-effect parameter:
@@ -272,8 +273,8 @@ print.wisp <- function(x, ...) {
 #'   `degrees =`), `runner.up` (the next best degree), `margin` (its BIC
 #'   minus the winner's) and `close` (`margin` below 2: the data barely
 #'   prefer the chosen degree; printed as a warning line with those curves),
-#'   and `small.design`: `NULL`, or, for Wald tests of transition points
-#'   with fewer than 5 animals in some group (where they were
+#'   and `small.design`: `NULL`, or, for Wald or profile tests of transition
+#'   points with fewer than 5 animals in some group (where they were
 #'   anti-conservative in the calibration benchmark; see [wisp()]), the
 #'   number of animals in the smallest group, printed as a caution, and
 #'   `on.bound` (`NULL`, or the estimates on a bound by gene and name, as

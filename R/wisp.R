@@ -6,12 +6,15 @@
 #' random level (e.g. per mouse). The number of transitions of each curve is
 #' detected from the data first (likelihood-ratio change points, optionally
 #' tuned by a grid search), or fixed with `degrees`. The fixed effects are
-#' then tested: by Wald tests from the fit (the default), or from bootstrap
-#' replicates with `bootstraps.num > 0`. The Wald tests kept their promise
-#' (95 % coverage, 5 % false positives) in the calibration benchmark from 5
-#' animals per group; with fewer, the tests of transition points were
-#' anti-conservative, and `wisp()` says so with a warning of class
-#' `wisp_design_warning` (`vignette("inference", package = "wispack")`).
+#' then tested: by Wald tests from the fit, with profile likelihood for the
+#' transition-point effects whose curvature misleads (the default,
+#' `statistics`), or from bootstrap replicates with `bootstraps.num > 0`.
+#' These tests kept their promise (95 % coverage, 5 % false positives) in the
+#' calibration benchmarks from 5 animals per group on every simulated
+#' design; with fewer, the tests of transition points were anti-conservative
+#' on some, and `wisp()` says so with a warning of class
+#' `wisp_design_warning` that quotes the benchmark's figures
+#' (`vignette("inference", package = "wispack")`).
 #'
 #' The signature and argument order are those of the original `wispack`
 #' (v2.4), so existing calls keep working; `degrees` is new. MCMC is not
@@ -230,8 +233,9 @@
 #' once, whatever the backend, the chunks or the interruptions (tested).
 #' With `backend = "future"`, the gene-level tests that follow run on the
 #' plan too (one future per chunk of genes, making every term's reduced fits
-#' of its genes: [wisp_gene_tests()]); the Wald statistics run in this
-#' session. A chunk whose future fails (its job was killed,
+#' of its genes: [wisp_gene_tests()]); the statistics (Wald tests and the
+#' profile checks of transition points, on `max.fork` forked workers) run in
+#' this session. A chunk whose future fails (its job was killed,
 #' ran out of memory or time) stops the fit with an error of class
 #' `wisp_system_error` that names its genes, after the others were collected
 #' and checkpointed: rerun with the same `checkpoint` to fit only those.
