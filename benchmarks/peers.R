@@ -629,6 +629,22 @@ main <- function(args) {
                          "cpu_per_gene", "datasets", "genes", "na_p", "package", "version",
                          "wispack_commit")]
     utils::write.csv(shipped, file.path("inst", "extdata", "peers.csv"), row.names = FALSE)
+    source(file.path("benchmarks", "headlines.R")) # register_headline()
+    pick <- function(arm, designs, column) summary[[column]][summary$arm == arm &
+                                                               summary$design %in% designs]
+    warped <- intersect(c("shape", "total"), config$designs)
+    if (all(c("shape", "total") %in% config$designs) && 3L %in% config$animals) register_headline(
+      "peers",
+      c("anova(fit) false-positive rate of genotype, largest over designs and group sizes",
+        "mgcv GAM false-positive rate, largest, designs with warped animals",
+        "anova(fit) power at its own 5 % size, shift of transitions (shape), 3 animals",
+        "mgcv GAM power at its own 5 % size, shift of transitions (shape), 3 animals"),
+      round(c(max(pick("wispack_anova", config$designs, "false_positive")),
+              max(pick("mgcv", warped, "false_positive")),
+              pick("wispack_anova", "shape", "power_at_size")[pick("wispack_anova", "shape", "animals") == 3],
+              pick("mgcv", "shape", "power_at_size")[pick("mgcv", "shape", "animals") == 3]), 3),
+      "rate",
+      paste("Rscript benchmarks/peers.R", paste(args, collapse = " ")))
   }
   cat(sprintf("\nLabel %s; %d data sets per design; %d genes each; %.1f min this run; R %s; %s\n",
               config$label, config$datasets, config$genes,

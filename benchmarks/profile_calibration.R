@@ -215,6 +215,31 @@ shipped <- summary_table[summary_table$method %in% c("wald", "profile.tol0.25"),
                            "flagged", "commit")]
 shipped$method[shipped$method == "profile.tol0.25"] <- "profile"
 utils::write.csv(shipped, file.path("inst", "extdata", "point_calibration.csv"), row.names = FALSE)
+
+# Headline figures: per method, the design x group-size cells (3, 5 and 8
+# animals per group) whose false-positive rate and coverage are both within
+# 2 Monte Carlo SE of their bands (3-7 %, 93-97 %), and the largest
+# false-positive rate.
+source("benchmarks/headlines.R") # register_headline()
+targets <- summary_table[summary_table$animals %in% c(3L, 5L, 8L), ]
+in_band <- function(x, se, low, high) x + 2 * se >= low & x - 2 * se <= high
+headline <- function(method) {
+  m <- targets[targets$method == method, ]
+  c(sum(in_band(m$false.positive, m$false.positive.se, 0.03, 0.07) &
+          in_band(m$coverage, m$coverage.se, 0.93, 0.97)),
+    max(m$false.positive), nrow(m))
+}
+default <- headline("profile.tol0.25")
+wald <- headline("wald")
+register_headline(
+  "profile_calibration",
+  c(sprintf("point effects: cells (of %d, 7 designs x 3-8 animals) within 2 SE of both bands, default statistics", default[3]),
+    sprintf("point effects: cells (of %d) within 2 SE of both bands, Wald alone", wald[3]),
+    "largest false-positive rate of true-null point effects, 3-8 animals, default statistics",
+    "largest false-positive rate of true-null point effects, 3-8 animals, Wald alone"),
+  c(default[1], wald[1], round(default[2], 3), round(wald[2], 3)),
+  c("cells", "cells", "rate", "rate"),
+  "R_LIBS=<library with wispack> Rscript benchmarks/profile_calibration.R run 100; ... summary")
 fmt <- function(x, se) sprintf("%.3f (%.3f)", x, se)
 cat("| design | animals | method | data sets | null tests | false positives | coverage | flagged |\n")
 cat("|---|---|---|---|---|---|---|---|\n")
