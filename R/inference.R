@@ -452,7 +452,7 @@ satterthwaite_df <- function(variance, within, between_df) {
 #'   was not tuned on) it kept true-null point effects' false-positive
 #'   rates and its intervals' coverage near their nominal levels where the
 #'   Wald tests alone did not (`vignette("inference")`). Its cost is the
-#'   refits: about 3.5 times the fit's own time on a simulated panel of 200
+#'   refits: about 3 times the fit's own time on a simulated panel of 200
 #'   genes x 4 cell types, where half the point effects were flagged.
 #' - `"centred"` (bootstrap): the original package's statistics, for
 #'   reproducing them: p = 1 - F(|estimate|) + F(-|estimate|) with F the

@@ -218,7 +218,7 @@
 #'   the check flags it; or `"wald"`, Wald alone, which skips the checks.
 #'   The checks are calibrated where Wald tests of points are not (small
 #'   rate steps, few animals: `vignette("inference")`), at a cost: on a
-#'   simulated panel of 200 genes x 4 cell types they took about 3.5 times
+#'   simulated panel of 200 genes x 4 cell types they took about 3 times
 #'   the fit's own time (`benchmarks/panel.md`). `max.fork` workers run them.
 #'
 #' @section Panels:

@@ -1,5 +1,5 @@
 # The figure of benchmarks/peers.R: per design (columns) and measure (rows:
-# false-positive rate, power, BH FDR), each arm's estimate against the
+# false-positive rate, power, power at the arm's own 5 % size, BH FDR), each arm's estimate against the
 # animals per group, with +/- 2 Monte Carlo SE. The dashed line is the
 # nominal 0.05 (false positives and FDR). Colours: Okabe-Ito, which stay
 # apart for the common colour-vision deficiencies; arms also differ in
@@ -17,9 +17,10 @@ arm_labels <- c(wispack_anova = "wispack anova(fit)", wispack_wald = "wispack Wa
                 glmmtmb = "glmmTMB NB spline GLMM")
 okabe_ito <- c("#0072B2", "#56B4E9", "#E69F00", "#D55E00", "#009E73")
 design_labels <- c(null = "Null", shape = "Shape (point shift)", total = "Total (fold change)",
-                   null_rate = "Null, rate warp only")
+                   null_rate = "Null, rate warp only", shape_rate = "Shape, rate warp only",
+                   total_rate = "Total, rate warp only")
 measure_labels <- c(false_positive = "False-positive rate", power = "Power (p < 0.05)",
-                    fdr_bh = "BH false-discovery rate")
+                    power_at_size = "Power at own 5 % size", fdr_bh = "BH false-discovery rate")
 
 # The summary in long form: one row per design, animals, arm and measure;
 # measures with no genes behind them (power of the null design) dropped.
