@@ -682,11 +682,11 @@ statistics_message <- function(stats, seconds) {
   if (!identical(stats$method, "profile") || is.null(checks)) {
     return(sprintf("Statistics: Wald tests in %s.", format_seconds(seconds)))
   }
-  sprintf(paste0("Statistics: Wald tests; %s checked by profile likelihood, %d flagged and ",
+  sprintf(paste0("Statistics: Wald tests; %s checked by profile likelihood, %s flagged and ",
                  "given profile tests and intervals, in %s (wisp(statistics = \"wald\") skips ",
                  "the checks)."),
           count_noun(nrow(checks), "transition-point effect"),
-          sum(checks$method == "profile"), format_seconds(seconds))
+          format(sum(checks$method == "profile"), big.mark = ","), format_seconds(seconds))
 }
 
 # The profile checks of method = "profile" (model vignette §15.5): for each
