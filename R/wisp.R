@@ -491,9 +491,13 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
     say("Statistics need a bootstrap: call wisp(..., bootstraps.num = 1000) or bs_batch() on this fit.")
   } else if (!fit_only) {
     tested_at <- proc.time()[["elapsed"]]
+    # The checks run on this session's forked workers, whatever the backend
+    # of the fit.
+    checks <- stage_progress(say, verbose, fit.workers)
+    on.exit(checks$finish(), add = TRUE)
     result <- statistics_of(result, statistics, level = 0.95, adjustment = "holm",
                             tolerance = 0.25, max.fork = fit.workers,
-                            progress = function(done, total) progress$report("profile", done, total))
+                            progress = function(done, total) checks$report("profile", done, total))
     say(statistics_message(result$stats, proc.time()[["elapsed"]] - tested_at))
     warn_point_tests_small_design(result, call)
     result$gene.tests <- default_gene_tests(result, fit.workers, say, apart)

@@ -184,8 +184,18 @@ test_that("the gene-level tests on futures are the fork backend's, and a dead fu
   reference <- without_design_warning(wisp(counts, verbose = FALSE, max.fork = 2))
   expect_gt(nrow(reference$gene.tests), 0)
   local_multisession(2)
-  fit <- without_design_warning(wisp(counts, verbose = FALSE, backend = "future",
-                                     chunk.size = 1))
+  said <- character()
+  fit <- without_design_warning(withCallingHandlers(
+    wisp(counts, verbose = TRUE, backend = "future", chunk.size = 1),
+    message = function(m) {
+      said <<- c(said, conditionMessage(m))
+      invokeRestart("muffleMessage")
+    }))
+  # The profile checks run on this session's forked workers (max.fork = 1
+  # here), not on the plan's two.
+  checks <- grep("^Profile checks of transition points", said, value = TRUE)
+  expect_length(checks, 1L)
+  expect_match(trimws(checks), "genes? to check\\.$")
   expect_identical(fit_parts(fit), fit_parts(reference))
   expect_identical(fit$stats, reference$stats)
   expect_identical(fit$gene.tests, reference$gene.tests)
