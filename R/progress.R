@@ -40,7 +40,8 @@ stage_progress <- function(say, progress, workers, envir = parent.frame()) {
     }
     # The original's one fit of every gene: a step, without messages.
     if (identical(stage, "joint")) say <- function(...) invisible()
-    verb <- if (identical(stage, "profile")) "check" else "fit"
+    # What a step does, and has done.
+    verb <- if (identical(stage, "profile")) c("check", "checked") else c("fit", "fitted")
     if (done == 0L) {
       finish()
       # Nothing left to fit (every gene's fit came with the structure step).
@@ -54,7 +55,7 @@ stage_progress <- function(say, progress, workers, envir = parent.frame()) {
                          species = "Structure and fit, gene by gene",
                          profile = "Profile checks of transition points",
                          "Fit"),
-                  count_noun(total, unit), verb,
+                  count_noun(total, unit), verb[1],
                   if (workers > 1 && total > 1) {
                     sprintf(" on %s", count_noun(min(workers, total), "worker"))
                   } else ""))
@@ -65,8 +66,7 @@ stage_progress <- function(say, progress, workers, envir = parent.frame()) {
     # every quarter and at the end.
     quarter <- ceiling(total / 4)
     if (total >= long_stage && done %/% quarter != (done - 1L) %/% quarter) {
-      say(sprintf("  %d of %s %s", done, count_noun(total, unit),
-                  if (identical(stage, "profile")) "checked" else "fitted"))
+      say(sprintf("  %d of %s %s", done, count_noun(total, unit), verb[2]))
     }
     if (done >= total) finish()
     invisible()

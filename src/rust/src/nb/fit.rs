@@ -347,7 +347,7 @@ pub(crate) fn fit_species_pinned(
         // Laplace term of its likelihood, the informed coordinates): the
         // others only move the linearisation.
         if held || round == PIN_ROUNDS {
-            let mut fit = run.finish(model, species, settings);
+            let mut fit = run.finish(settings);
             fit.iterations = iterations;
             fit.evaluations = evaluations;
             return Ok(fit);
@@ -372,7 +372,7 @@ fn fit_species_with(
     pin: Option<&super::pin::LinearPin>,
 ) -> Result<SpeciesFit, String> {
     let run = newton_phase(model, species, detected, start, settings, held, pin)?;
-    Ok(run.finish(model, species, settings))
+    Ok(run.finish(settings))
 }
 
 /// A species' fit after its Newton runs and variance updates, before the
@@ -540,23 +540,19 @@ fn newton_phase<'m>(
 impl NewtonPhase<'_> {
     /// The fit: the final curvature at the estimate, the Laplace marginal
     /// likelihood, how the fit ended.
-    fn finish(self, model: &CountModel, species: usize, settings: &CountFitSettings) -> SpeciesFit {
-        let NewtonPhase {
-            problem,
-            state,
-            sigma,
-            outcome,
-            estimate_variances,
-            iterations,
-            evaluations,
-            updates,
-            trace,
-        } = self;
-        let bounds = bounds_for(&problem);
-        let log_sigma: f64 = sigma.iter().filter(|&&s| s > 0.0).map(|s| s.ln()).sum();
-        let data_only = SpeciesProblem::new(model, species, free_warps_of(sigma))
+    fn finish(self, settings: &CountFitSettings) -> SpeciesFit {
+        let problem = &self.problem;
+        let (model, species) = (problem.model, problem.layout.species);
+        let bounds = bounds_for(problem);
+        let log_sigma: f64 = self
+            .sigma
+            .iter()
+            .filter(|&&s| s > 0.0)
+            .map(|s| s.ln())
+            .sum();
+        let data_only = SpeciesProblem::new(model, species, free_warps_of(self.sigma))
             .without_dispersion(settings.fixed_dispersion.is_some());
-        let mut curvature = final_curvature(&problem, &data_only, &state, sigma);
+        let mut curvature = final_curvature(problem, &data_only, &self.state, self.sigma);
         if settings.fixed_dispersion.is_some() {
             // A fixed dispersion is reported wherever its context has a curve.
             let layout = &problem.layout;
@@ -567,11 +563,12 @@ impl NewtonPhase<'_> {
                 })
                 .collect();
         }
-        let negative_log_likelihood = outcome.value - problem.prior_penalty(&state)
+        let outcome = &self.outcome;
+        let negative_log_likelihood = outcome.value - problem.prior_penalty(&self.state)
             + problem.layout.animals as f64 * log_sigma
             + 0.5 * curvature.random_effect_log_det;
-        let converged =
-            outcome.converged && (!estimate_variances || updates < settings.max_variance_updates);
+        let converged = outcome.converged
+            && (!self.estimate_variances || self.updates < settings.max_variance_updates);
         let stop = if converged {
             None
         } else if outcome.converged {
@@ -584,20 +581,20 @@ impl NewtonPhase<'_> {
         };
         SpeciesFit {
             species,
-            on_bound: count_on_bound(&problem, &state, &bounds),
+            on_bound: count_on_bound(problem, &self.state, &bounds),
             curve_informed: curvature.curve_informed,
             rho_informed: curvature.rho_informed,
-            state,
-            sigma,
             objective: outcome.value,
             negative_log_likelihood,
-            iterations,
-            evaluations,
-            variance_updates: updates,
-            converged,
             scaled_gradient: outcome.scaled_gradient,
             stop,
-            trace,
+            state: self.state,
+            sigma: self.sigma,
+            iterations: self.iterations,
+            evaluations: self.evaluations,
+            variance_updates: self.updates,
+            converged,
+            trace: self.trace,
         }
     }
 }
