@@ -32,25 +32,41 @@
 # 0 (unadjusted, alpha = 0.05), the coverage of all point effects' 95 %
 # intervals, the share flagged, with Monte Carlo SEs clustered by data set.
 #
+# Rates and slopes are tested by Wald in both methods (only points are
+# checked); the mode `components` fits the same data sets again and keeps
+# every rate, slope and point effect's Wald statistics, and the summary then
+# adds their false-positive rate and coverage per component.
+#
 # Usage (repository root, wispack installed):
 #   Rscript benchmarks/profile_calibration.R run [datasets]   # default 20
-#   Rscript benchmarks/profile_calibration.R summary
+#   Rscript benchmarks/profile_calibration.R components [datasets]
+#   Rscript benchmarks/profile_calibration.R summary [components]
 # Resumable (benchmarks/out/profile_calibration/); writes
 # benchmarks/results/profile_calibration.csv, and the rows of the Wald tests
 # and of the default combined procedure (tolerance 0.25) to
 # inst/extdata/point_calibration.csv, which wisp()'s design warning quotes.
 # 100 data sets (the Monte Carlo SE of each rate about 0.01) take about an
-# hour on one core.
+# hour on one core. The components' run (benchmarks/out/profile_calibration/
+# components/, fits and Wald statistics only) takes about 15 minutes on one
+# core and writes benchmarks/results/component_calibration.csv. Two
+# processes share a run: start the second with WISPACK_BENCH_REVERSE=1 (it
+# takes the data sets in reverse order).
 
 args <- commandArgs(trailingOnly = TRUE)
 mode <- if (length(args)) args[1] else "run"
-stopifnot(mode %in% c("run", "summary"))
-datasets <- if (length(args) >= 2) as.integer(args[2]) else 20L
+stopifnot(mode %in% c("run", "components", "summary"))
+datasets <- if (length(args) >= 2 && mode != "summary") as.integer(args[2]) else 20L
+# `summary components` summarises the components' run alone.
+part <- if (mode == "summary" && length(args) >= 2) args[2] else if (mode == "components") {
+  "components"
+} else "all"
+stopifnot(part %in% c("all", "components"))
 suppressPackageStartupMessages(library(wispack))
 alpha <- 0.05
 workers <- as.integer(Sys.getenv("WISPACK_BENCH_WORKERS", "1"))
 dir <- file.path("benchmarks", "out", "profile_calibration")
 dir.create(dir, recursive = TRUE, showWarnings = FALSE)
+components_dir <- file.path(dir, "components")
 # New designs go at the end: a data set's seed depends on its design's place.
 designs <- c("base", "small_steps", "age", "two_points", "unequal", "ends", "close")
 animals_per_group <- c(2L, 3L, 5L, 8L)
@@ -112,16 +128,36 @@ one_dataset <- function(design_name, animals, k) {
   )
 }
 
-if (mode == "run") {
+# Every non-baseline effect's Wald statistics (the default statistics of
+# rates and slopes), for the per-component summary.
+component_rows <- function(design_name, animals, k) {
+  data <- simulate_design(design_name, animals, k)
+  truth <- attr(data, "truth")
+  fit <- suppressWarnings(wisp(data, degrees = truth$degrees, verbose = FALSE, fit_only = TRUE,
+                               model.settings = list(LRO_cost = "none"), max.fork = workers))
+  w <- wisp_statistics(fit, method = "wald")$stats$parameters
+  w <- w[w$term != "baseline" & w$parameter %in% names(truth$effects), , drop = FALSE]
+  data.frame(design = design_name, animals = animals, dataset = k, parameter = w$parameter,
+             component = w$component, term = w$term,
+             truth = unname(truth$effects[w$parameter]), estimate = w$estimate,
+             low = w$CI.low, high = w$CI.high, p = w$p.value,
+             converged = fit$fit.diagnostics$converged, stringsAsFactors = FALSE)
+}
+
+if (mode %in% c("run", "components")) {
   started <- Sys.time()
-  for (k in seq_len(datasets)) {
+  out_dir <- if (mode == "run") dir else components_dir
+  dir.create(out_dir, recursive = TRUE, showWarnings = FALSE)
+  one <- if (mode == "run") one_dataset else component_rows
+  order <- if (nzchar(Sys.getenv("WISPACK_BENCH_REVERSE"))) rev else identity
+  for (k in order(seq_len(datasets))) {
     for (design_name in designs) {
       for (animals in animals_per_group) {
-        path <- file.path(dir, sprintf("%s_a%d_k%03d.rds", design_name, animals, k))
+        path <- file.path(out_dir, sprintf("%s_a%d_k%03d.rds", design_name, animals, k))
         if (file.exists(path)) next
         message(format(Sys.time(), "[%H:%M:%S] "), design_name, ", ", animals,
                 " animals per group, data set ", k, "/", datasets)
-        rows <- tryCatch(one_dataset(design_name, animals, k), error = function(e) {
+        rows <- tryCatch(one(design_name, animals, k), error = function(e) {
           message("  failed: ", conditionMessage(e))
           NULL
         })
@@ -132,6 +168,9 @@ if (mode == "run") {
   message("elapsed: ", format(round(difftime(Sys.time(), started, units = "mins"), 1)))
 }
 
+source("benchmarks/headlines.R") # register_headline(), bench_commit()
+fmt <- function(x, se) sprintf("%.3f (%.3f)", x, se)
+in_band <- function(x, se, low, high) x + 2 * se >= low & x - 2 * se <= high
 files <- list.files(dir, "\\.rds$", full.names = TRUE)
 rows <- do.call(rbind, lapply(files, readRDS))
 if (is.null(rows) || !nrow(rows)) stop("no results yet")
@@ -166,6 +205,63 @@ clustered_rate <- function(x, cluster) {
   totals <- tapply(x - m, cluster, sum)
   c(rate = m, se = sqrt(sum(totals^2)) / n, n = n)
 }
+
+# Per component (rates, slopes, and points for reference), the default
+# statistics' false-positive rate and coverage: Wald for rates and slopes.
+component_files <- list.files(components_dir, "\\.rds$", full.names = TRUE)
+if (length(component_files)) {
+  component_data <- do.call(rbind, lapply(component_files, readRDS))
+  component_summaries <- list()
+  for (design_name in designs) for (animals in animals_per_group) {
+    for (component in sort(unique(component_data$component))) {
+      r <- component_data[component_data$design == design_name &
+                            component_data$animals == animals &
+                            component_data$component == component, , drop = FALSE]
+      if (!nrow(r)) next
+      null <- r$truth == 0
+      fpr <- clustered_rate((r$p < alpha)[null], r$dataset[null])
+      cover <- clustered_rate(r$low <= r$truth & r$truth <= r$high, r$dataset)
+      component_summaries[[length(component_summaries) + 1]] <- data.frame(
+        design = design_name, animals = animals, component = component,
+        datasets = length(unique(r$dataset)), null.tests = fpr[["n"]],
+        false.positive = fpr[["rate"]], false.positive.se = fpr[["se"]],
+        coverage = cover[["rate"]], coverage.se = cover[["se"]],
+        converged = mean(r$converged[!duplicated(r$dataset)]), stringsAsFactors = FALSE)
+    }
+  }
+  component_table <- do.call(rbind, component_summaries)
+  component_table$commit <- bench_commit()
+  utils::write.csv(component_table, file.path("benchmarks", "results", "component_calibration.csv"),
+                   row.names = FALSE)
+  component_targets <- component_table[component_table$animals %in% c(3L, 5L, 8L), ]
+  for (component in c("block rate", "transition slope")) {
+    m <- component_targets[component_targets$component == component, ]
+    fp_in <- in_band(m$false.positive, m$false.positive.se, 0.03, 0.07)
+    cover_in <- in_band(m$coverage, m$coverage.se, 0.93, 0.97)
+    short <- sub(".* ", "", component)
+    register_headline(
+      "profile_calibration",
+      c(sprintf("%s effects (Wald, the default): cells (of %d) within 2 SE of both bands", short, nrow(m)),
+        sprintf("%s effects: cells (of %d) with false positives within 2 SE of 3-7 %%", short, nrow(m)),
+        sprintf("%s effects: false-positive range, 3-8 animals", short),
+        sprintf("%s effects: coverage range, 3-8 animals", short)),
+      c(sum(fp_in & cover_in), sum(fp_in),
+        sprintf("%.3f-%.3f", min(m$false.positive), max(m$false.positive)),
+        sprintf("%.3f-%.3f", min(m$coverage), max(m$coverage))),
+      c("cells", "cells", "rate", "rate"),
+      "R_LIBS=<library with wispack> Rscript benchmarks/profile_calibration.R components 100; ... summary")
+  }
+  cat("| design | animals | component | data sets | null tests | false positives | coverage |\n")
+  cat("|---|---|---|---|---|---|---|\n")
+  for (i in seq_len(nrow(component_table))) {
+    s <- component_table[i, ]
+    cat(sprintf("| %s | %d | %s | %d | %d | %s | %s |\n", s$design, s$animals, s$component,
+                s$datasets, s$null.tests, fmt(s$false.positive, s$false.positive.se),
+                fmt(s$coverage, s$coverage.se)))
+  }
+  cat("\n")
+}
+if (identical(part, "components")) quit(save = "no")
 
 summaries <- list()
 for (design_name in designs) for (animals in animals_per_group) {
@@ -220,9 +316,7 @@ utils::write.csv(shipped, file.path("inst", "extdata", "point_calibration.csv"),
 # animals per group) whose false-positive rate and coverage are both within
 # 2 Monte Carlo SE of their bands (3-7 %, 93-97 %), and the largest
 # false-positive rate.
-source("benchmarks/headlines.R") # register_headline()
 targets <- summary_table[summary_table$animals %in% c(3L, 5L, 8L), ]
-in_band <- function(x, se, low, high) x + 2 * se >= low & x - 2 * se <= high
 headline <- function(method) {
   m <- targets[targets$method == method, ]
   c(sum(in_band(m$false.positive, m$false.positive.se, 0.03, 0.07) &
@@ -240,7 +334,6 @@ register_headline(
   c(default[1], wald[1], round(default[2], 3), round(wald[2], 3)),
   c("cells", "cells", "rate", "rate"),
   "R_LIBS=<library with wispack> Rscript benchmarks/profile_calibration.R run 100; ... summary")
-fmt <- function(x, se) sprintf("%.3f (%.3f)", x, se)
 cat("| design | animals | method | data sets | null tests | false positives | coverage | flagged |\n")
 cat("|---|---|---|---|---|---|---|---|\n")
 for (i in seq_len(nrow(summary_table))) {
