@@ -249,7 +249,7 @@ if (length(component_files)) {
         sprintf("%.3f-%.3f", min(m$false.positive), max(m$false.positive)),
         sprintf("%.3f-%.3f", min(m$coverage), max(m$coverage))),
       c("cells", "cells", "rate", "rate"),
-      "R_LIBS=<library with wispack> Rscript benchmarks/profile_calibration.R components 100; ... summary")
+      "R_LIBS=<library with wispack> Rscript benchmarks/profile_calibration.R components 100; ... summary components")
   }
   cat("| design | animals | component | data sets | null tests | false positives | coverage |\n")
   cat("|---|---|---|---|---|---|---|\n")
