@@ -231,6 +231,7 @@ if (length(component_files)) {
   }
   component_table <- do.call(rbind, component_summaries)
   component_table$commit <- bench_commit()
+  component_table$engine <- if (workers > 1) "fork" else "serial"
   utils::write.csv(component_table, file.path("benchmarks", "results", "component_calibration.csv"),
                    row.names = FALSE)
   component_targets <- component_table[component_table$animals %in% c(3L, 5L, 8L), ]
