@@ -105,9 +105,9 @@ design_groups <- function(between) {
 #' are `z(t) = sum_i W(t, i) beta_i`, where W is the weight matrix of
 #' [wisp()]'s model and beta are the baseline (reference treatment) values
 #' and the treatment effects. Baselines: a first block rate uniform in
-#' 3..12 (per cell), each next one up or down in turn by a factor
-#' `exp(U(rate.step[1], rate.step[2]))` (by default `exp(U(0.8, 1.5))`),
-#' kept in 1..50; points spread evenly with a little
+#' `rate.range` (by default 3..12 per cell), each next one up or down in
+#' turn by a factor `exp(U(rate.step[1], rate.step[2]))` (by default
+#' `exp(U(0.8, 1.5))`), kept in `min(1, rate.range[1])`..50; points spread evenly with a little
 #' jitter (or, with `point.positions`, at `L + B q_k` for the given fractions
 #' `q_k`); slopes uniform in 0.4..1. Each treatment effect is non-zero with
 #' probability `effect.prob`, with a random sign: rate effects are
@@ -133,7 +133,8 @@ design_groups <- function(between) {
 #' size `E / phi`.
 #'
 #' *Validity.* The truth is redrawn until, for every treatment, block rates
-#' are at least log(1.25), slopes lie in 0.1..4 and transition points keep a
+#' are at least `log(1 + min(0.25, rate.range[1] / 2))` (log(1.25) by
+#' default), slopes lie in 0.1..4 and transition points keep a
 #' gap of `max(2, B / (4 (d + 1)))` bins from each other and from the edges;
 #' an animal's point effects are redrawn until its warped points keep half
 #' that gap (so their distribution is slightly truncated when the SDs are
@@ -180,6 +181,13 @@ design_groups <- function(between) {
 #'   of the steps between consecutive block rates of a baseline curve: each
 #'   step multiplies the rate per cell by `exp(U(low, high))` or divides it.
 #'   Small steps (e.g. `c(0.2, 0.4)`) make transitions hard to see.
+#' @param rate.range Range (two numbers, `0 < low <= high <= 50`) of a
+#'   baseline curve's first block rate, in expected counts per cell. The
+#'   default, 3..12, simulates well-expressed genes; a low range (e.g.
+#'   `c(0.05, 0.3)`) simulates the sparse genes of a whole panel, where most
+#'   cells have no molecule of the gene. Rate effects are on the
+#'   log(1 + rate) scale, almost the rate itself there: use a small
+#'   `effect.size` with a low range.
 #' @param random.sd Standard deviations of the random effects: a vector
 #'   named `point`, `rate` and `slope`, or an `n.genes` x 3 matrix with
 #'   those column names. 0 switches a warp off.
@@ -241,6 +249,7 @@ wisp_simulate <- function(n.contexts = 1L, n.genes = 3L, n.random = 3L,
                           dispersion = 0.05, degrees = NULL, effect.size = 0.5,
                           slope.effect = 0.5, point.effect = n.bins / 20,
                           point.positions = NULL, effect.prob = 0.5, rate.step = c(0.8, 1.5),
+                          rate.range = c(3, 12),
                           random.sd = c(point = 0.15, rate = 0.1, slope = 0.15),
                           time.series = NULL, dropout = list(), cell.ids = FALSE,
                           seed = 1L) {
@@ -283,6 +292,12 @@ wisp_simulate <- function(n.contexts = 1L, n.genes = 3L, n.random = 3L,
     stop_input("`rate.step` must be two numbers low <= high in 0..3 (the range of the log ",
                "fold change between block rates), not ", describe_value(rate.step), ".")
   }
+  if (!is.numeric(rate.range) || length(rate.range) != 2L || anyNA(rate.range) ||
+      rate.range[1] <= 0 || rate.range[2] < rate.range[1] || rate.range[2] > 50) {
+    stop_input("`rate.range` must be two numbers 0 < low <= high <= 50 (the range of a ",
+               "curve's first block rate, in counts per cell), not ", describe_value(rate.range),
+               ".")
+  }
   random_sd <- simulation_random_sd(random.sd, genes)
   if (!is.null(time.series) &&
       !(is.character(time.series) && length(time.series) == 1L && time.series %in% names(factors))) {
@@ -314,7 +329,7 @@ wisp_simulate <- function(n.contexts = 1L, n.genes = 3L, n.random = 3L,
     population <- draw_population(skeleton, effect_prob,
                                   list(rate = effect.size, slope = slope.effect,
                                        point = point.effect, step = rate.step,
-                                       positions = point.positions))
+                                       first_rate = rate.range, positions = point.positions))
     curves <- curve_table(population, units, design$animals$ran, contexts, genes)
     u <- draw_random_effects(curves, design$animals$ran, genes, random_sd, n.bins)
     animal <- warp_curves(curves, u, n.bins)
@@ -332,7 +347,8 @@ wisp_simulate <- function(n.contexts = 1L, n.genes = 3L, n.random = 3L,
                    fixed.effects = factors, n.bins = n.bins, cells.per.bin = cells.per.bin,
                    dispersion = dispersion, degrees = result$degrees, effect.size = effect.size,
                    slope.effect = slope.effect, point.effect = point.effect,
-                   point.positions = point.positions, effect.prob = effect_prob, rate.step = rate.step, random.sd = random_sd,
+                   point.positions = point.positions, effect.prob = effect_prob, rate.step = rate.step,
+                   rate.range = rate.range, random.sd = random_sd,
                    time.series = time.series, dropout = dropout, cell.ids = cell.ids,
                    seed = seed, slope.max = simulation_constants()$slope_max,
                    rate.floor = simulation_constants()[c("tau", "epsilon")])
@@ -614,11 +630,12 @@ draw_curve <- function(d, weights, bins, effect_prob, sizes) {
   gap <- curve_gap(d, bins)
   for (attempt in 1:200) {
     rates <- numeric(d + 1)
-    rates[1] <- stats::runif(1, 3, 12)
+    rates[1] <- stats::runif(1, sizes$first_rate[1], sizes$first_rate[2])
     direction <- sample(c(-1, 1), 1)
     for (k in seq_len(d)) {
       step <- stats::runif(1, sizes$step[1], sizes$step[2])
-      rates[k + 1] <- min(50, max(1, rates[k] * exp(direction * step)))
+      rates[k + 1] <- min(50, max(lowest_rate(sizes$first_rate),
+                                  rates[k] * exp(direction * step)))
       direction <- -direction
     }
     slopes <- stats::runif(d, 0.4, 1)
@@ -634,17 +651,27 @@ draw_curve <- function(d, weights, bins, effect_prob, sizes) {
     effects <- matrix(nonzero * sign, n_treatments - 1, n_values) *
       rep(scale, each = n_treatments - 1)
     curve <- rbind(c(log1p(rates), slopes, points), effects)
-    if (curve_values_valid(weights %*% curve, d, bins, gap)) return(curve)
+    if (curve_values_valid(weights %*% curve, d, bins, gap, rate_floor(sizes$first_rate))) {
+      return(curve)
+    }
   }
   stop_input("Could not draw valid curves with ", d, " transitions in ", bins, " bins: the ",
-             "treatment effects push rates below 0.25, slopes outside 0.1..4 or transition ",
+             "treatment effects push rates below ", format(expm1(rate_floor(sizes$first_rate))),
+             " (use a smaller `effect.size` with a low `rate.range`), slopes outside 0.1..4 ",
+             "or transition ",
              "points closer than ", gap, " bins. Use smaller effects, fewer transitions or more ",
              "bins.", call = NULL)
 }
 
-# Rates >= log(1.25), slopes in [0.1, 4], points `gap` apart and from the edges.
-curve_values_valid <- function(values, d, bins, gap) {
-  if (any(values[, seq_len(d + 1)] < log1p(0.25))) return(FALSE)
+# The lowest block rate a baseline curve's steps may reach (per cell), and
+# the lowest any treatment's rate may be (on the log(1 + rate) scale): 1 and
+# 0.25 per cell, or lower for sparse genes (a low `rate.range`).
+lowest_rate <- function(first_rate) min(1, first_rate[1])
+rate_floor <- function(first_rate) log1p(min(0.25, first_rate[1] / 2))
+
+# Rates >= `floor`, slopes in [0.1, 4], points `gap` apart and from the edges.
+curve_values_valid <- function(values, d, bins, gap, floor) {
+  if (any(values[, seq_len(d + 1)] < floor)) return(FALSE)
   if (d == 0) return(TRUE)
   slopes <- values[, d + 1 + seq_len(d), drop = FALSE]
   points <- values[, 2 * d + 1 + seq_len(d), drop = FALSE]

@@ -304,6 +304,41 @@ test_that("rate, slope and point effects are drawn with the asked sizes, and eff
   expect_true(all(attr(none, "truth")$effects == 0))
 })
 
+test_that("rate.range sets the first block rate: sparse genes have the asked counts per cell", {
+  # Flat curves (no transition), no random warps, Poisson counts: every cell
+  # of gene g has mean expm1(R_1), R_1 the gene's drawn first block rate on
+  # the log(1 + rate) scale, which must lie in log1p(rate.range).
+  sparse <- wisp_simulate(n.genes = 4, n.bins = 50, cells.per.bin = 20, degrees = 0L,
+                          dispersion = 0, effect.prob = 0, rate.range = c(0.05, 0.1),
+                          random.sd = c(point = 0, rate = 0, slope = 0), seed = 21)
+  truth <- attr(sparse, "truth")$parameters
+  first <- expm1(unlist(truth[sprintf("baseline_context1_Rt_gene%d_Tns/Blk1", 1:4)]))
+  names(first) <- sprintf("gene%d", 1:4)
+  expect_true(all(first >= 0.05 & first <= 0.1))
+  cells <- tapply(sparse$count, sparse$species, length)
+  observed <- tapply(sparse$count, sparse$species, mean)
+  # 3 animals x 2 hemispheres x 50 bins x 20 cells; 4 Poisson SEs of a mean.
+  expect_equal(as.vector(cells[names(first)]), rep(6000, 4))
+  expect_true(all(abs(observed[names(first)] - first) < 4 * sqrt(first / 6000)))
+  expect_gt(mean(sparse$count == 0), 0.85)
+  # With transitions and small effects, every treatment's rates stay at or
+  # above the floor, log1p(0.05 / 2).
+  stepped <- wisp_simulate(n.genes = 3, n.bins = 40, degrees = 2L, effect.size = 0.02,
+                           effect.prob = 0.5, rate.range = c(0.05, 0.3), seed = 4)
+  for (key in split(attr(stepped, "truth")$curves,
+                    attr(stepped, "truth")$curves[c("species", "treatment")], drop = TRUE)) {
+    curve <- reference_count_curve_of(key, key$context[1], key$species[1], key$treatment[1])
+    expect_true(all(curve$R >= log1p(0.025)))
+    expect_true(all(expm1(curve$R) <= 50))
+  }
+  expect_error(wisp_simulate(rate.range = c(0, 1)), class = "wisp_input_error",
+               regexp = "rate.range")
+  expect_error(wisp_simulate(rate.range = c(2, 1)), class = "wisp_input_error",
+               regexp = "rate.range")
+  expect_error(wisp_simulate(rate.range = c(1, 60)), class = "wisp_input_error",
+               regexp = "rate.range")
+})
+
 test_that("point.positions puts every baseline point where it is asked, or says why not", {
   # 40 bins on 0.5..40.5: fraction 0.2 is bin 8.5, 0.42 and 0.58 are 17.3 and 23.7.
   near_end <- wisp_simulate(n.genes = 3, n.bins = 40, degrees = 1L, point.positions = 0.2,
