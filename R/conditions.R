@@ -36,9 +36,12 @@
 #' Warnings: `wisp_checkpoint_warning` when a checkpoint had damaged frames
 #' (they are dropped and their replicates run again) or could not be written;
 #' `wisp_design_warning` from [wisp()] when its tests of transition
-#' points are outside the designs where they were found calibrated (fewer
-#' than 5 animals per group; the message quotes the calibration benchmark's
-#' figures for the fit's statistics and group size); `wisp_resolution_warning` from [wisp()]
+#' points are outside the designs where they were found calibrated: fewer
+#' than 5 animals per group (the message quotes the calibration benchmark's
+#' figures for the fit's statistics and group size), or genes with fewer
+#' than 10 molecules per bin and animal (the message names the curves and
+#' quotes the benchmark's figures for genes that sparse);
+#' `wisp_resolution_warning` from [wisp()]
 #' (`bootstraps.num`) and [wisp_statistics()] (`boot`) when the bootstrap
 #' has too few replicates for its Holm- or Bonferroni-adjusted percentile
 #' tests to reject anything (the smallest p-value, 2 / (B + 1) for B usable

@@ -11,10 +11,11 @@
 #' `statistics`), or from bootstrap replicates with `bootstraps.num > 0`.
 #' These tests kept their promise (95 % coverage, 5 % false positives) in the
 #' calibration benchmarks from 5 animals per group on every simulated
-#' design; with fewer, the tests of transition points were anti-conservative
-#' on some, and `wisp()` says so with a warning of class
-#' `wisp_design_warning` that quotes the benchmark's figures
-#' (`vignette("inference", package = "wispack")`).
+#' design of well-expressed genes; with fewer animals, or for genes with
+#' fewer than 10 molecules per bin and animal (most genes of a whole panel),
+#' the tests of transition points were anti-conservative, and `wisp()` says
+#' so with a warning of class `wisp_design_warning` that quotes the
+#' benchmark's figures (`vignette("inference", package = "wispack")`).
 #'
 #' The signature and argument order are those of the original `wispack`
 #' (v2.4), so existing calls keep working; `degrees` is new. MCMC is not
@@ -500,6 +501,7 @@ wisp <- function(count.data, variables = list(), fit_only = FALSE, use.median = 
                             progress = function(done, total) checks$report("profile", done, total))
     say(statistics_message(result$stats, proc.time()[["elapsed"]] - tested_at))
     warn_point_tests_small_design(result, call)
+    warn_point_tests_sparse_genes(result, call)
     result$gene.tests <- default_gene_tests(result, fit.workers, say, apart)
   }
   print_wisp_plots(result)

@@ -88,6 +88,61 @@ quoted_range <- function(method, column) {
   paste0(paste(sprintf("%.1f", x), collapse = "-"), " %")
 }
 
+test_that("wisp() warns when the genes whose points it tests are sparse, quoting the benchmark", {
+  design <- wisp_design(between = list(genotype = c("KO", "WT")),
+                        within = list(hemisphere = c("left", "right")), animals.per.group = 5)
+  design_warnings <- function(expr) {
+    caught <- character()
+    value <- withCallingHandlers(expr, wisp_design_warning = function(w) {
+      caught <<- c(caught, conditionMessage(w))
+      invokeRestart("muffleWarning")
+    })
+    list(value = value, messages = caught)
+  }
+  fit_of <- function(data) {
+    wisp(data, degrees = 1L, model.settings = list(LRO_cost = "none"), verbose = FALSE)
+  }
+  sparse <- wisp_simulate(design = design, n.genes = 3, n.bins = 30, cells.per.bin = 4,
+                          degrees = 1L, rate.range = c(0.1, 0.3), effect.size = 0.02,
+                          effect.prob = 0, seed = 3)
+  caught <- design_warnings(fit_of(sparse))
+  # 5 animals per group: only the warning on sparse genes.
+  expect_length(caught$messages, 1L)
+  message <- caught$messages
+  # Molecules per bin and animal from the tokens themselves: the mean of a
+  # gene's sums per animal, hemisphere and bin.
+  summed <- stats::aggregate(count ~ species + ran + hemisphere + bin, data = sparse, FUN = sum)
+  per_row <- tapply(summed$count, summed$species, mean)
+  expect_true(all(per_row < 10))
+  for (gene in names(per_row)) {
+    expect_match(message, sprintf("%s: %.1f", gene, per_row[[gene]]), fixed = TRUE)
+  }
+  expect_match(message, "at least 10 molecules per bin and animal", fixed = TRUE)
+  expect_match(message, "3 of the 3 curves whose points were tested have fewer", fixed = TRUE)
+  # The figures: the shipped table's bands that hold these genes, for the
+  # fit's (default, profile-checked) statistics.
+  expect_identical(caught$value$stats$method, "profile")
+  table <- utils::read.csv(system.file("extdata", "point_calibration_counts.csv",
+                                       package = "wispack"))
+  rows <- table[table$method == "profile" & table$counts.to > min(per_row) &
+                  table$counts.from <= max(per_row), ]
+  expect_gt(nrow(rows), 0L)
+  percent <- function(x) {
+    x <- sort(unique(round(100 * range(x), 1)))
+    paste0(paste(sprintf("%.1f", x), collapse = "-"), " %")
+  }
+  expect_match(message, paste(percent(rows$false.positive), "of true-null tpoint effects"),
+               fixed = TRUE)
+  expect_match(message, paste("covered", percent(rows$coverage)), fixed = TRUE)
+  # Well-expressed genes (the simulator's default rates), or no statistics:
+  # no such warning.
+  rich <- wisp_simulate(design = design, n.genes = 3, n.bins = 30, cells.per.bin = 4,
+                        degrees = 1L, effect.prob = 0, seed = 3)
+  expect_length(design_warnings(fit_of(rich))$messages, 0L)
+  expect_length(design_warnings(wisp(sparse, degrees = 1L, fit_only = TRUE, verbose = FALSE,
+                                     model.settings = list(LRO_cost = "none")))$messages, 0L)
+})
+
 test_that("wisp() warns when its tests of points are outside the calibrated designs", {
   few <- few_animals()
   caught <- NULL
