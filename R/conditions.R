@@ -40,7 +40,8 @@
 #' than 5 animals per group (the message quotes the calibration benchmark's
 #' figures for the fit's statistics and group size), or genes with fewer
 #' than 10 molecules per bin and animal (the message names the curves and
-#' quotes the benchmark's figures for genes that sparse);
+#' quotes the benchmark's figures for genes that sparse, for the point tests
+#' and for the gene-level tests of [anova.wisp()]);
 #' `wisp_resolution_warning` from [wisp()]
 #' (`bootstraps.num`) and [wisp_statistics()] (`boot`) when the bootstrap
 #' has too few replicates for its Holm- or Bonferroni-adjusted percentile

@@ -138,17 +138,20 @@ warn_point_tests_small_design <- function(fit, call = sys.call(-1)) {
   } else {
     "or "
   }
-  warning(structure(
-    class = c("wisp_design_warning", "warning", "condition"),
-    list(message = sprintf(paste0(
-      "Tests of transition-point (tpoint) effects are calibrated from %d animals per group; ",
-      "this fit's smallest group has %d%s. Read the tpoint p-values with caution, %s",
-      "bootstrap them: bs_batch(fit, resample = \"parametric\"). Whether a factor changes a gene ",
-      "at all is answered by the gene-level tests, anova(fit) (fit$gene.tests) ",
-      "(vignette(\"inference\", package = \"wispack\"))."), POINT_TESTS_CALIBRATED_ANIMALS,
-      smallest, figures, check),
-      call = call)
-  ))
+  design_warning(sprintf(paste0(
+    "Tests of transition-point (tpoint) effects are calibrated from %d animals per group; ",
+    "this fit's smallest group has %d%s. Read the tpoint p-values with caution, %s",
+    "bootstrap them: bs_batch(fit, resample = \"parametric\"). Whether a factor changes a gene ",
+    "at all is answered by the gene-level tests, anova(fit) (fit$gene.tests) ",
+    "(vignette(\"inference\", package = \"wispack\"))."), POINT_TESTS_CALIBRATED_ANIMALS,
+    smallest, figures, check), call)
+}
+
+# Signals a wisp_design_warning (one class, so that one handler silences
+# both of wisp()'s warnings on tests outside the calibrated designs).
+design_warning <- function(message, call) {
+  warning(structure(class = c("wisp_design_warning", "warning", "condition"),
+                    list(message = message, call = call)))
 }
 
 # Tests of transition points are calibrated for well-expressed genes only:
@@ -194,27 +197,29 @@ warn_point_tests_sparse_genes <- function(fit, call = sys.call(-1)) {
                    if (one_context) "" else paste(" in", sparse$context), sparse$per.row)
   shown <- paste(utils::head(named, 5), collapse = ", ")
   if (length(named) > 5) shown <- paste0(shown, ", ...")
-  measured <- point_calibration_by_counts(method, range(sparse$per.row))
+  measured <- calibration_by_counts("point_calibration_counts.csv", method, range(sparse$per.row))
   figures <- if (is.null(measured)) "" else {
     sprintf(paste0(
-      "; in the calibration benchmark (9 simulated designs, 3-8 animals per group), %s of ",
+      "; in the calibration benchmark (%d simulated designs, 3-8 animals per group), %s of ",
       "true-null tpoint effects of genes with %s molecules per bin and animal had p < 0.05 ",
       "and their 95 %% intervals covered %s of the true values, at every group size"),
-      percent_range(measured$false.positive),
+      as.integer(max(measured$designs)), percent_range(measured$false.positive),
       paste(format(min(measured$counts.from)), "to", format(max(measured$counts.to))),
       percent_range(measured$coverage))
   }
-  warning(structure(
-    class = c("wisp_design_warning", "warning", "condition"),
-    list(message = sprintf(paste0(
-      "Tests of transition-point (tpoint) effects are calibrated for genes with at least %d ",
-      "molecules per bin and animal (the mean count of a row of the summed table); %d of the ",
-      "%d curves whose points were tested have fewer (%s)%s. Read their tpoint p-values ",
-      "with caution (vignette(\"inference\", package = \"wispack\"))."),
-      as.integer(POINT_TESTS_CALIBRATED_COUNTS), nrow(sparse), attr(sparse, "tested"), shown,
-      figures),
-      call = call)
-  ))
+  genes <- calibration_by_counts("gene_calibration_counts.csv", NULL, range(sparse$per.row))
+  gene_figures <- if (is.null(genes)) "" else {
+    sprintf(paste0(
+      "; their gene-level tests (anova(fit)) were anti-conservative too: %s of unchanged genes ",
+      "in those bands had p < 0.05"), percent_range(genes$false.positive))
+  }
+  design_warning(sprintf(paste0(
+    "Tests of transition-point (tpoint) effects are calibrated for genes with at least %d ",
+    "molecules per bin and animal (the mean count of a row of the summed table); %d of the ",
+    "%d curves whose points were tested have fewer (%s)%s. Read their tpoint p-values ",
+    "with caution%s (vignette(\"inference\", package = \"wispack\"))."),
+    as.integer(POINT_TESTS_CALIBRATED_COUNTS), nrow(sparse), attr(sparse, "tested"), shown,
+    figures, gene_figures), call)
 }
 
 # "a-b %" (or "a %") of a vector of rates, in percent to one decimal.
@@ -223,15 +228,16 @@ percent_range <- function(x) {
   paste0(paste(sprintf("%.1f", x), collapse = "-"), " %")
 }
 
-# The benchmark's rows of point tests by `method` for the bands of
-# molecules per bin and animal that `counts` (a range) falls in; NULL when
-# the table is not installed.
-point_calibration_by_counts <- function(method, counts) {
-  file <- system.file("extdata", "point_calibration_counts.csv", package = "wispack")
+# The rows of a shipped benchmark table by expression (`file` in
+# inst/extdata: point tests by `method`, or gene-level tests with `method`
+# NULL) for the bands of molecules per bin and animal that `counts` (a
+# range) falls in; NULL when the table is not installed.
+calibration_by_counts <- function(file, method, counts) {
+  file <- system.file("extdata", file, package = "wispack")
   if (!nzchar(file)) return(NULL)
   table <- utils::read.csv(file, stringsAsFactors = FALSE)
-  table <- table[table$method == method & table$counts.to > counts[1] &
-                   table$counts.from <= counts[2], , drop = FALSE]
+  if (!is.null(method)) table <- table[table$method == method, , drop = FALSE]
+  table <- table[table$counts.to > counts[1] & table$counts.from <= counts[2], , drop = FALSE]
   if (!nrow(table)) NULL else table
 }
 

@@ -17,7 +17,13 @@
 #                point at 0.2 of the axis, bin 8.5 of 40);
 #   close        two transitions close together (baseline points at 0.42
 #                and 0.58 of the axis, 6.4 bins apart), log-rate steps
-#                0.6-1.2.
+#                0.6-1.2;
+#   sparse       base with the sparse counts of a whole panel's typical
+#                gene: first block rate 0.1-0.5 per cell (base: 3-12), so
+#                most cells have no molecule of the gene; rate effects of
+#                0.04 on the log(1 + rate) scale (about the rate itself);
+#   moderate     base with first block rates of 1-3 per cell, between
+#                sparse and base; rate effects of 0.25.
 # Group sizes 3, 5 and 8 animals per group are the targets; 2 is reported.
 # Each data set has 8 genes: genes 1-6 without any treatment effect, genes
 # 7-8 with effects on every rate, slope and point. Fits use the simulated
@@ -54,21 +60,31 @@
 
 args <- commandArgs(trailingOnly = TRUE)
 mode <- if (length(args)) args[1] else "run"
-stopifnot(mode %in% c("run", "components", "summary"))
+stopifnot(mode %in% c("run", "components", "genes", "summary"))
 datasets <- if (length(args) >= 2 && mode != "summary") as.integer(args[2]) else 20L
+# `genes` runs the designs named in its third argument (all by default).
+gene_designs <- if (mode == "genes" && length(args) >= 3) strsplit(args[3], ",")[[1]] else NULL
 # `summary components` summarises the components' run alone.
-part <- if (mode == "summary" && length(args) >= 2) args[2] else if (mode == "components") {
-  "components"
+part <- if (mode == "summary" && length(args) >= 2) args[2] else if (mode %in% c("components", "genes")) {
+  mode
 } else "all"
-stopifnot(part %in% c("all", "components"))
+stopifnot(part %in% c("all", "components", "genes"))
 suppressPackageStartupMessages(library(wispack))
 alpha <- 0.05
 workers <- as.integer(Sys.getenv("WISPACK_BENCH_WORKERS", "1"))
 dir <- file.path("benchmarks", "out", "profile_calibration")
 dir.create(dir, recursive = TRUE, showWarnings = FALSE)
 components_dir <- file.path(dir, "components")
+genes_dir <- file.path(dir, "genes")
+# Each gene's molecules per bin and animal, per data set (the summary's
+# cache), and the bands the tables by expression use.
+counts_path <- file.path(dir, "gene_counts.rds")
+count_bands <- c(0, 2, 5, 10, 20, 40, 80, Inf)
 # New designs go at the end: a data set's seed depends on its design's place.
-designs <- c("base", "small_steps", "age", "two_points", "unequal", "ends", "close")
+designs <- c("base", "small_steps", "age", "two_points", "unequal", "ends", "close", "sparse",
+             "moderate")
+# The designs of well-expressed genes (first block rates of 3-12 per cell).
+well_expressed <- setdiff(designs, c("sparse", "moderate"))
 animals_per_group <- c(2L, 3L, 5L, 8L)
 tolerances <- c(0.1, 0.25, 0.5, 1)
 
@@ -92,6 +108,9 @@ simulate_design <- function(design_name, animals, k) {
                 point.positions = switch(design_name, ends = 0.2, close = c(0.42, 0.58)),
                 rate.step = switch(design_name, small_steps = c(0.4, 0.8),
                                    two_points = , close = c(0.6, 1.2), c(0.8, 1.5)),
+                rate.range = switch(design_name, sparse = c(0.1, 0.5), moderate = c(1, 3),
+                                    c(3, 12)),
+                effect.size = switch(design_name, sparse = 0.04, moderate = 0.25, 0.5),
                 effect.prob = effect_prob, seed = seed)
 }
 
@@ -144,14 +163,32 @@ component_rows <- function(design_name, animals, k) {
              converged = fit$fit.diagnostics$converged, stringsAsFactors = FALSE)
 }
 
-if (mode %in% c("run", "components")) {
+# The gene-level tests of the default wisp() (anova(fit), one row per gene
+# and term), with Wald statistics (the point checks do not change them).
+gene_rows <- function(design_name, animals, k) {
+  data <- simulate_design(design_name, animals, k)
+  truth <- attr(data, "truth")
+  fit <- suppressWarnings(wisp(data, degrees = truth$degrees, verbose = FALSE,
+                               statistics = "wald", model.settings = list(LRO_cost = "none"),
+                               max.fork = workers))
+  tests <- as.data.frame(fit$gene.tests)
+  changed <- vapply(tests$gene, function(gene) {
+    any(truth$effects[grepl(paste0("_", gene, "_"), names(truth$effects), fixed = TRUE)] != 0)
+  }, logical(1))
+  data.frame(design = design_name, animals = animals, dataset = k, gene = tests$gene,
+             term = tests$term, df = tests$df, statistic = tests$statistic,
+             p = tests$p.value, method = tests$method, changed = changed,
+             converged = tests$converged, stringsAsFactors = FALSE)
+}
+
+if (mode %in% c("run", "components", "genes")) {
   started <- Sys.time()
-  out_dir <- if (mode == "run") dir else components_dir
+  out_dir <- switch(mode, run = dir, components = components_dir, genes = genes_dir)
   dir.create(out_dir, recursive = TRUE, showWarnings = FALSE)
-  one <- if (mode == "run") one_dataset else component_rows
+  one <- switch(mode, run = one_dataset, components = component_rows, genes = gene_rows)
   order <- if (nzchar(Sys.getenv("WISPACK_BENCH_REVERSE"))) rev else identity
   for (k in order(seq_len(datasets))) {
-    for (design_name in designs) {
+    for (design_name in if (is.null(gene_designs)) designs else gene_designs) {
       for (animals in animals_per_group) {
         path <- file.path(out_dir, sprintf("%s_a%d_k%03d.rds", design_name, animals, k))
         if (file.exists(path)) next
@@ -171,7 +208,7 @@ if (mode %in% c("run", "components")) {
 source("benchmarks/headlines.R") # register_headline(), bench_commit()
 fmt <- function(x, se) sprintf("%.3f (%.3f)", x, se)
 in_band <- function(x, se, low, high) x + 2 * se >= low & x - 2 * se <= high
-files <- list.files(dir, "\\.rds$", full.names = TRUE)
+files <- list.files(dir, "_k[0-9]+\\.rds$", full.names = TRUE)
 rows <- do.call(rbind, lapply(files, readRDS))
 if (is.null(rows) || !nrow(rows)) stop("no results yet")
 
@@ -209,7 +246,7 @@ clustered_rate <- function(x, cluster) {
 # Per component (rates, slopes, and points for reference), the default
 # statistics' false-positive rate and coverage: Wald for rates and slopes.
 component_files <- list.files(components_dir, "\\.rds$", full.names = TRUE)
-if (length(component_files)) {
+if (part %in% c("all", "components") && length(component_files)) {
   component_data <- do.call(rbind, lapply(component_files, readRDS))
   component_summaries <- list()
   for (design_name in designs) for (animals in animals_per_group) {
@@ -262,7 +299,82 @@ if (length(component_files)) {
   }
   cat("\n")
 }
-if (identical(part, "components")) quit(save = "no")
+# Gene level: per design, group size and term, the share of unchanged genes
+# (no treatment effect at all) with p < 0.05 from anova(fit), and of the
+# changed ones, with Monte Carlo SEs clustered by data set.
+gene_files <- list.files(genes_dir, "\\.rds$", full.names = TRUE)
+if (part %in% c("all", "genes") && length(gene_files)) {
+  gene_data <- do.call(rbind, lapply(gene_files, readRDS))
+  gene_summaries <- list()
+  for (design_name in designs) for (animals in animals_per_group) {
+    for (term in unique(gene_data$term)) {
+      r <- gene_data[gene_data$design == design_name & gene_data$animals == animals &
+                       gene_data$term == term, , drop = FALSE]
+      if (!nrow(r)) next
+      fpr <- clustered_rate((r$p < alpha)[!r$changed], r$dataset[!r$changed])
+      power <- clustered_rate((r$p < alpha)[r$changed], r$dataset[r$changed])
+      gene_summaries[[length(gene_summaries) + 1]] <- data.frame(
+        design = design_name, animals = animals, term = term,
+        datasets = length(unique(r$dataset)), null.genes = fpr[["n"]],
+        false.positive = fpr[["rate"]], false.positive.se = fpr[["se"]],
+        changed.genes = power[["n"]], power = power[["rate"]], power.se = power[["se"]],
+        not.converged = mean(!r$converged), stringsAsFactors = FALSE)
+    }
+  }
+  gene_table <- do.call(rbind, gene_summaries)
+  gene_table$commit <- bench_commit()
+  gene_table$engine <- if (workers > 1) "fork" else "serial"
+  utils::write.csv(gene_table, file.path("benchmarks", "results", "gene_calibration_designs.csv"),
+                   row.names = FALSE)
+  cat("| design | animals | term | data sets | null genes | false positives | changed genes | power |\n")
+  cat("|---|---|---|---|---|---|---|---|\n")
+  for (i in seq_len(nrow(gene_table))) {
+    g <- gene_table[i, ]
+    cat(sprintf("| %s | %d | %s | %d | %d | %s | %d | %s |\n", g$design, g$animals, g$term,
+                g$datasets, g$null.genes, fmt(g$false.positive, g$false.positive.se),
+                g$changed.genes, fmt(g$power, g$power.se)))
+  }
+  cat("\n")
+  # By expression, as for the points: unchanged genes' false positives per
+  # term by band of the gene's molecules per bin and animal, pooled over the
+  # designs at 3, 5 and 8 animals per group.
+  gene_counts <- if (file.exists(counts_path)) readRDS(counts_path) else NULL
+  banded <- gene_data[gene_data$animals %in% c(3L, 5L, 8L) & !gene_data$changed, ]
+  banded$per_row <- gene_counts$per_row[match(
+    paste(banded$design, banded$animals, banded$dataset, banded$gene),
+    paste(gene_counts$design, gene_counts$animals, gene_counts$dataset, gene_counts$gene))]
+  banded <- banded[!is.na(banded$per_row), ]
+  band <- cut(banded$per_row, count_bands, right = FALSE)
+  cluster <- paste(banded$design, banded$animals, banded$dataset)
+  gene_by_counts <- list()
+  for (term in unique(banded$term)) for (b in levels(band)) {
+    here <- band %in% b & banded$term == term
+    fpr <- clustered_rate((banded$p < alpha)[here], cluster[here])
+    gene_by_counts[[length(gene_by_counts) + 1]] <- data.frame(
+      counts.from = count_bands[match(b, levels(band))],
+      counts.to = count_bands[match(b, levels(band)) + 1], term = term,
+      designs = length(unique(banded$design[here])), null.genes = fpr[["n"]],
+      false.positive = fpr[["rate"]], false.positive.se = fpr[["se"]],
+      stringsAsFactors = FALSE)
+  }
+  gene_count_table <- do.call(rbind, gene_by_counts)
+  gene_count_table <- gene_count_table[gene_count_table$null.genes > 0, ]
+  gene_count_table$commit <- bench_commit()
+  gene_count_table$engine <- if (workers > 1) "fork" else "serial"
+  utils::write.csv(gene_count_table, file.path("benchmarks", "results", "gene_calibration_counts.csv"),
+                   row.names = FALSE)
+  utils::write.csv(gene_count_table[setdiff(names(gene_count_table), "engine")],
+                   file.path("inst", "extdata", "gene_calibration_counts.csv"), row.names = FALSE)
+  cat("| molecules per bin and animal | term | null genes | false positives |\n")
+  cat("|---|---|---|---|\n")
+  for (i in seq_len(nrow(gene_count_table))) {
+    g <- gene_count_table[i, ]
+    cat(sprintf("| %s to %s | %s | %d | %s |\n", g$counts.from, g$counts.to, g$term,
+                g$null.genes, fmt(g$false.positive, g$false.positive.se)))
+  }
+  cat("\n")
+}
+if (part != "all") quit(save = "no")
 
 summaries <- list()
 for (design_name in designs) for (animals in animals_per_group) {
@@ -306,18 +418,91 @@ utils::write.csv(summary_table, file.path("benchmarks", "results", "profile_cali
                  row.names = FALSE)
 # What wisp()'s warning on small designs quotes: the Wald tests and the
 # default combined procedure (tolerance 0.25), per design and group size.
-shipped <- summary_table[summary_table$method %in% c("wald", "profile.tol0.25"),
+# The designs of well-expressed genes only: sparse genes have their own
+# warning, from the table by counts below.
+shipped <- summary_table[summary_table$method %in% c("wald", "profile.tol0.25") &
+                           summary_table$design %in% well_expressed,
                          c("design", "animals", "method", "datasets", "null.tests",
                            "false.positive", "false.positive.se", "coverage", "coverage.se",
                            "flagged", "commit")]
 shipped$method[shipped$method == "profile.tol0.25"] <- "profile"
 utils::write.csv(shipped, file.path("inst", "extdata", "point_calibration.csv"), row.names = FALSE)
 
+# By expression: each gene's molecules per bin and animal (the mean count of
+# its rows in the summed table: one per animal, within-animal level and
+# bin), from the simulated data again (cached), and the false-positive rate
+# and coverage of point effects by band of it, pooled over the designs at
+# 3, 5 and 8 animals per group. wisp()'s warning on sparse genes quotes it.
+gene_counts <- if (file.exists(counts_path)) readRDS(counts_path) else NULL
+needed <- unique(rows[c("design", "animals", "dataset")])
+have <- paste(gene_counts$design, gene_counts$animals, gene_counts$dataset)
+needed <- needed[!paste(needed$design, needed$animals, needed$dataset) %in% have, , drop = FALSE]
+for (i in seq_len(nrow(needed))) {
+  data <- simulate_design(needed$design[i], needed$animals[i], needed$dataset[i])
+  units <- intersect(c("ran", "bin", "genotype", "age", "hemisphere"), names(data))
+  summed <- stats::aggregate(data["count"], data[c("species", units)], sum)
+  per_row <- tapply(summed$count, summed$species, mean)
+  gene_counts <- rbind(gene_counts, data.frame(
+    design = needed$design[i], animals = needed$animals[i], dataset = needed$dataset[i],
+    gene = names(per_row), per_row = as.vector(per_row), stringsAsFactors = FALSE))
+}
+saveRDS(gene_counts, counts_path)
+rows$gene <- sub("^.*_(gene[0-9]+)_.*$", "\\1", rows$parameter)
+rows$per_row <- gene_counts$per_row[match(paste(rows$design, rows$animals, rows$dataset, rows$gene),
+                                          paste(gene_counts$design, gene_counts$animals,
+                                                gene_counts$dataset, gene_counts$gene))]
+by_counts <- list()
+banded <- rows[rows$animals %in% c(3L, 5L, 8L), ]
+band <- cut(banded$per_row, count_bands, right = FALSE)
+cluster <- paste(banded$design, banded$animals, banded$dataset)
+for (method in c("wald", "profile.tol0.25")) {
+  m <- if (method == "wald") {
+    data.frame(low = banded$wald.low, high = banded$wald.high, p = banded$wald.p)
+  } else {
+    combined(banded, 0.25)
+  }
+  for (b in levels(band)) {
+    here <- band %in% b
+    null <- here & banded$truth == 0
+    fpr <- clustered_rate((m$p < alpha)[null], cluster[null])
+    cover <- clustered_rate((m$low <= banded$truth & banded$truth <= m$high)[here], cluster[here])
+    by_counts[[length(by_counts) + 1]] <- data.frame(
+      counts.from = count_bands[match(b, levels(band))],
+      counts.to = count_bands[match(b, levels(band)) + 1],
+      method = if (method == "wald") "wald" else "profile",
+      designs = length(unique(banded$design[here])), null.tests = fpr[["n"]],
+      false.positive = fpr[["rate"]], false.positive.se = fpr[["se"]],
+      coverage = cover[["rate"]], coverage.se = cover[["se"]], stringsAsFactors = FALSE)
+  }
+}
+count_table <- do.call(rbind, by_counts)
+count_table$commit <- summary_table$commit[1]
+count_table$engine <- summary_table$engine[1]
+utils::write.csv(count_table, file.path("benchmarks", "results", "point_calibration_counts.csv"),
+                 row.names = FALSE)
+utils::write.csv(count_table[setdiff(names(count_table), "engine")],
+                 file.path("inst", "extdata", "point_calibration_counts.csv"), row.names = FALSE)
+band_range <- function(method, sparse) {
+  m <- count_table[count_table$method == method & (count_table$counts.to <= 10) == sparse, ]
+  sprintf("%.3f-%.3f", min(m$false.positive), max(m$false.positive))
+}
+register_headline(
+  "profile_calibration",
+  c("point effects of genes below 10 molecules per bin and animal: false positives by count band, default statistics",
+    "point effects of genes below 10 molecules per bin and animal: false positives by count band, Wald alone",
+    "point effects of genes with 10 or more molecules per bin and animal: false positives by count band, default statistics",
+    "point effects of genes with 10 or more molecules per bin and animal: false positives by count band, Wald alone"),
+  c(band_range("profile", TRUE), band_range("wald", TRUE), band_range("profile", FALSE),
+    band_range("wald", FALSE)),
+  rep("rate", 4),
+  "R_LIBS=<library with wispack> Rscript benchmarks/profile_calibration.R run 100; ... summary")
+
 # Headline figures: per method, the design x group-size cells (3, 5 and 8
 # animals per group) whose false-positive rate and coverage are both within
 # 2 Monte Carlo SE of their bands (3-7 %, 93-97 %), and the largest
 # false-positive rate.
-targets <- summary_table[summary_table$animals %in% c(3L, 5L, 8L), ]
+targets <- summary_table[summary_table$animals %in% c(3L, 5L, 8L) &
+                           summary_table$design %in% well_expressed, ]
 headline <- function(method) {
   m <- targets[targets$method == method, ]
   c(sum(in_band(m$false.positive, m$false.positive.se, 0.03, 0.07) &

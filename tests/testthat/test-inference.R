@@ -134,6 +134,13 @@ test_that("wisp() warns when the genes whose points it tests are sparse, quoting
   expect_match(message, paste(percent(rows$false.positive), "of true-null tpoint effects"),
                fixed = TRUE)
   expect_match(message, paste("covered", percent(rows$coverage)), fixed = TRUE)
+  # And the gene-level tests' false positives in those bands, every term.
+  genes <- utils::read.csv(system.file("extdata", "gene_calibration_counts.csv",
+                                       package = "wispack"))
+  genes <- genes[genes$counts.to > min(per_row) & genes$counts.from <= max(per_row), ]
+  expect_gt(nrow(genes), 0L)
+  expect_match(message, paste("anti-conservative too:", percent(genes$false.positive),
+                              "of unchanged genes"), fixed = TRUE)
   # Well-expressed genes (the simulator's default rates), or no statistics:
   # no such warning.
   rich <- wisp_simulate(design = design, n.genes = 3, n.bins = 30, cells.per.bin = 4,
