@@ -515,8 +515,8 @@ register_headline(
   "profile_calibration",
   c(sprintf("point effects: cells (of %d, 7 designs x 3-8 animals) within 2 SE of both bands, default statistics", default[3]),
     sprintf("point effects: cells (of %d) within 2 SE of both bands, Wald alone", wald[3]),
-    "largest false-positive rate of true-null point effects, 3-8 animals, default statistics",
-    "largest false-positive rate of true-null point effects, 3-8 animals, Wald alone"),
+    "largest false-positive rate of true-null point effects, 7 well-expressed designs x 3-8 animals, default statistics",
+    "largest false-positive rate of true-null point effects, 7 well-expressed designs x 3-8 animals, Wald alone"),
   c(default[1], wald[1], round(default[2], 3), round(wald[2], 3)),
   c("cells", "cells", "rate", "rate"),
   "R_LIBS=<library with wispack> Rscript benchmarks/profile_calibration.R run 100; ... summary")
