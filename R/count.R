@@ -345,6 +345,8 @@ gene_qc_table <- function(model) {
              dispersion = ifelse(failed, NA_character_,
                                  vapply(genes, function(g) span(model$dispersion[g, ]), "")),
              transitions = vapply(genes, function(g) paste(model$degrees[, g], collapse = ","), ""),
+             molecules = ifelse(fits$observed_rows > 0, fits$observed_count / fits$observed_rows,
+                                NA_real_),
              note = note, stringsAsFactors = FALSE, row.names = NULL)
 }
 

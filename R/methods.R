@@ -742,6 +742,14 @@ print_gene_qc <- function(qc, digits, max.rows) {
     line <- paste0(line, sprintf("; %s with estimates on a bound",
                                  count_noun(sum(qc$on.bound > 0), "gene")))
   }
+  # Fits saved before the column have no `molecules`.
+  sparse <- !is.null(qc$molecules) & qc$molecules < POINT_TESTS_CALIBRATED_COUNTS
+  if (any(sparse, na.rm = TRUE)) {
+    line <- paste0(line, sprintf(paste0(
+      "; %s with fewer than %d molecules per bin and animal (column molecules), where the ",
+      "tests of transition points and the gene-level tests are not calibrated"),
+      count_noun(sum(sparse, na.rm = TRUE), "gene"), as.integer(POINT_TESTS_CALIBRATED_COUNTS)))
+  }
   cat(strwrap(paste0(line, if (nrow(flagged)) ":" else "; fit$gene.qc has each gene's row."),
               exdent = 2), sep = "\n")
   if (nrow(flagged)) {

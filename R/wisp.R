@@ -407,8 +407,11 @@
 #'   animals, and the animals' groups) and `gene.qc`, one row per gene on
 #'   its own fit (`converged`, `fitted` (whether it has estimates), Newton
 #'   `iterations`, the largest scaled `gradient`, estimates `on.bound`, the
-#'   `dispersion` range over contexts, the `transitions` per context, and a
-#'   `note` on why a fit stopped, in the words of `code`, e.g. `"iteration
+#'   `dispersion` range over contexts, the `transitions` per context,
+#'   `molecules`, the mean count of the gene's rows in the summed table
+#'   (molecules per bin and animal: below 10, the tests of transition
+#'   points and the gene-level tests were anti-conservative in the
+#'   calibration benchmark), and a `note` on why a fit stopped, in the words of `code`, e.g. `"iteration
 #'   limit: 200 Newton iterations"`); [summary.wisp()] lists the genes that
 #'   need a look; a gene whose fit failed, by an error or its worker's
 #'   crash, is kept without estimates (`fitted` `FALSE`, `NA` estimates,

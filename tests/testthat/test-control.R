@@ -180,7 +180,15 @@ test_that("fit$gene.qc gives each gene's own fit, and summary() lists the genes 
   expect_identical(qc$transitions, as.character(chosen$degree[match(qc$gene, chosen$species)]))
   dispersion <- fit$fitted.parameters[paste0("dispersion_context1_", qc$gene)]
   expect_identical(qc$dispersion, formatC(unname(dispersion), digits = 2, format = "g"))
+  # molecules per bin and animal: the mean of the gene's counts summed per
+  # animal, treatment and bin, from the tokens
+  counts <- small_counts()
+  summed <- stats::aggregate(count ~ species + ran + hemisphere + bin, data = counts, FUN = sum)
+  expect_equal(qc$molecules, as.vector(tapply(summed$count, summed$species, mean)[qc$gene]))
+  expect_true(all(qc$molecules >= 10))
   expect_output(print(summary(fit)), "Genes: 2 fitted, all converged")
+  expect_false(grepl("molecules per bin", paste(capture.output(print(summary(fit))),
+                                                collapse = " ")))
   # one Newton iteration: no gene converges, and each says why it stopped
   short <- suppressWarnings(wisp(small_counts(), model.settings = list(LRO_cost = "none"),
                                  verbose = FALSE, fit_only = TRUE,
@@ -196,5 +204,8 @@ test_that("fit$gene.qc gives each gene's own fit, and summary() lists the genes 
   expect_identical(quiet$gene.qc$on.bound[1], fit$gene.qc$on.bound[1])
   expect_gt(quiet$gene.qc$on.bound[2], 0)
   expect_identical(quiet$gene.qc$note[2], "no counts: every count of the gene is 0")
-  expect_output(print(summary(quiet)), "estimates on a bound:.*gene2")
+  # (and, with no molecules at all, it is the sparse gene summary() names)
+  expect_identical(quiet$gene.qc$molecules[2], 0)
+  expect_output(print(summary(quiet)),
+                "estimates on a bound; 1 gene with fewer than 10 molecules[^:]*:.*gene2")
 })

@@ -118,6 +118,11 @@ test_that("wisp() warns when the genes whose points it tests are sparse, quoting
     expect_match(message, sprintf("%s: %.1f", gene, per_row[[gene]]), fixed = TRUE)
   }
   expect_match(message, "at least 10 molecules per bin and animal", fixed = TRUE)
+  # The same figure per gene in fit$gene.qc, and summary() points to it.
+  qc <- caught$value$gene.qc
+  expect_equal(qc$molecules, as.vector(per_row[qc$gene]))
+  expect_output(print(summary(caught$value)),
+                "3 genes with fewer than 10 molecules per bin\\s+and animal")
   expect_match(message, "3 of the 3 curves whose points were tested have fewer", fixed = TRUE)
   # The figures: the shipped table's bands that hold these genes, for the
   # fit's (default, profile-checked) statistics.
