@@ -107,15 +107,23 @@ slope_ratio_tests <- function(fit, covariance, df, alpha, wald) {
 # inst/extdata/point_calibration.csv (benchmarks/profile_calibration.R).
 POINT_TESTS_CALIBRATED_ANIMALS <- 5L
 
+# The rows of the fit's statistics that test a transition-point effect by
+# Wald or profile likelihood (none for bootstrap statistics).
+tested_point_rows <- function(fit) {
+  stats <- fit$stats
+  rows <- stats$parameters
+  if (is.null(rows)) return(data.frame())
+  if (!stats$method %in% c("wald", "profile")) return(rows[0, , drop = FALSE])
+  component <- fit$parameters$component[match(rows$parameter, fit$parameters$name)]
+  rows[component %in% "tpoint" & !is.na(rows$p.value), , drop = FALSE]
+}
+
 # The animals in the smallest group when the fit's statistics hold Wald or
 # profile tests of point effects and some group has fewer than
 # POINT_TESTS_CALIBRATED_ANIMALS animals; NULL otherwise.
 point_tests_small_design <- function(fit) {
-  stats <- fit$stats
   groups <- fit$design$groups
-  if (is.null(groups) || !length(groups) || !stats$method %in% c("wald", "profile")) return(NULL)
-  component <- fit$parameters$component[match(stats$parameters$parameter, fit$parameters$name)]
-  if (!any(component %in% "tpoint" & !is.na(stats$parameters$p.value))) return(NULL)
+  if (is.null(groups) || !length(groups) || !nrow(tested_point_rows(fit))) return(NULL)
   smallest <- min(table(groups))
   if (smallest >= POINT_TESTS_CALIBRATED_ANIMALS) NULL else as.integer(smallest)
 }
@@ -170,13 +178,9 @@ POINT_TESTS_CALIBRATED_COUNTS <- 10
 sparse_point_curves <- function(fit) {
   none <- data.frame(context = character(), gene = character(), per.row = numeric(),
                      stringsAsFactors = FALSE)
-  stats <- fit$stats
   summed <- fit$count.data.summed
-  if (is.null(stats) || !stats$method %in% c("wald", "profile") || is.null(summed)) return(none)
-  tested <- stats$parameters
-  tested <- tested[tested$component %in% "transition point" & !is.na(tested$p.value), ,
-                   drop = FALSE]
-  if (!nrow(tested)) return(none)
+  tested <- tested_point_rows(fit)
+  if (is.null(summed) || !nrow(tested)) return(none)
   curves <- unique(tested[c("context", "gene")])
   summed <- summed[summed$exposure > 0, , drop = FALSE]
   per_row <- tapply(summed$count, list(summed$context, summed$species), mean)
