@@ -529,7 +529,9 @@ satterthwaite_df <- function(variance, within, between_df) {
 #'   two tests disagree, the effect is flagged and gets the profile
 #'   likelihood's test (the signed root deviance at 0, referred to the same
 #'   t or normal distribution as its Wald test) and interval
-#'   ({v : D(v) < q^2}, its ends found by a secant search). The columns
+#'   ({v : D(v) < q^2}, its ends found by Newton steps on the signed root
+#'   deviance, each refit giving its slope, kept inside a bracket by secant
+#'   steps). The columns
 #'   `method` and `flagged` say which each effect got; `stats$profiles`
 #'   holds the checks (deviances, ends reaching the axis' limits as `open`,
 #'   refits, notes). A transition that a small rate step barely places can

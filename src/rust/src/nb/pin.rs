@@ -136,6 +136,27 @@ impl EffectPin {
     }
 }
 
+impl LinearPin {
+    /// constant + a·θ − v at `state` (`treatments` curves per context).
+    pub fn residual(&self, state: &SpeciesState, treatments: usize) -> f64 {
+        self.constant - self.value
+            + self
+                .terms
+                .iter()
+                .map(|&(t, i, a)| a * state.theta[self.context * treatments + t][i])
+                .sum::<f64>()
+    }
+
+    /// The constraint's Lagrange multiplier at the minimum of a problem
+    /// held by this pin's penalty, whose residual there is `residual`: how
+    /// fast the held minimum rises as the held value moves (dM/dv). At that
+    /// minimum the objective's gradient is −P · residual · a, which is λ a
+    /// for the exactly held constraint, so λ = −P · residual.
+    pub fn multiplier(residual: f64) -> f64 {
+        -HELD_PRECISION * residual
+    }
+}
+
 impl<'m> SpeciesProblem<'m> {
     /// The problem with `pin`'s linear constraint held.
     pub fn with_pin(mut self, pin: Option<LinearPin>) -> Self {
@@ -156,12 +177,7 @@ impl<'m> SpeciesProblem<'m> {
         let layout = &self.layout;
         let treatments = layout.treatments;
         let curve = |t: usize| pin.context * treatments + t;
-        let residual = pin.constant - pin.value
-            + pin
-                .terms
-                .iter()
-                .map(|&(t, i, a)| a * state.theta[curve(t)][i])
-                .sum::<f64>();
+        let residual = pin.residual(state, treatments);
         if let Some((gradient, hessian)) = derivatives.as_mut() {
             for &(t, i, a) in &pin.terms {
                 let Some(offset) = layout.curve_offsets[curve(t)] else {
@@ -409,7 +425,8 @@ mod tests {
             };
             let fit =
                 fit_species_pinned(model, 0, (&full.state, full.sigma), &plan.settings, &held)
-                    .unwrap();
+                    .unwrap()
+                    .fit;
             assert!(fit.converged, "{fit:?}");
             assert!((held.effect(&fit.state, degree, axis) - value).abs() < 1e-4);
             // Within the variance updates' tolerance (their σ settle anew).
@@ -421,5 +438,75 @@ mod tests {
                 assert!(m > at_estimate + 0.1, "held {value}: {m} vs {at_estimate}");
             }
         }
+    }
+
+    #[test]
+    fn a_pinned_fits_multiplier_is_the_slope_of_its_held_minimum() {
+        // Against central differences of the held minimum of J (the
+        // penalised joint objective, random-effect SDs fixed as the profile
+        // fixes them), for every component's first effect, on both sides.
+        let plan = fitted_plan(5);
+        let model = &plan.model;
+        let axis = model.axis();
+        let full = &plan.estimate.species[0];
+        let settings = super::super::settings::CountFitSettings {
+            fixed_sigma: Some(full.sigma),
+            ..plan.settings
+        };
+        let problem = SpeciesProblem::new(model, 0, super::super::fit::free_warps_of(full.sigma))
+            .with_settings(&plan.settings);
+        let mut checked = 0;
+        for component in Component::ALL {
+            let Some(pin) = pins_of(model, 0, 0.0)
+                .into_iter()
+                .find(|p| p.component == component)
+            else {
+                continue;
+            };
+            let degree = model.structure().degree(pin.context, 0);
+            let estimate = pin.effect(&full.state, degree, axis);
+            let step = match component {
+                Component::Point => 1.0,
+                _ => 0.1,
+            };
+            for side in [-1.0, 1.0] {
+                let value = estimate + side * step;
+                let h = 1e-2 * step;
+                let held_at = |v: f64| {
+                    let held = EffectPin {
+                        value: v,
+                        ..pin.clone()
+                    };
+                    fit_species_pinned(model, 0, (&full.state, full.sigma), &settings, &held)
+                        .unwrap()
+                };
+                let centre = held_at(value);
+                assert!(centre.fit.converged);
+                // Held minima and where the effect came to rest (the fit
+                // holds it to its tolerance, not exactly).
+                let joint = |v: f64| {
+                    let fit = held_at(v).fit;
+                    (
+                        pin.effect(&fit.state, degree, axis),
+                        problem.value(&fit.state, full.sigma),
+                    )
+                };
+                let ((b_low, j_low), (b_high, j_high)) = (joint(value - h), joint(value + h));
+                let slope = (j_high - j_low) / (b_high - b_low);
+                assert!(
+                    (centre.multiplier - slope).abs() <= 1e-3 * slope.abs().max(1.0),
+                    "{component:?} at {value} ({estimate}): multiplier {} vs differences {slope}",
+                    centre.multiplier
+                );
+                // Away from the estimate the held minimum rises.
+                assert!(
+                    centre.multiplier * side > 0.0,
+                    "{component:?}: {}",
+                    centre.multiplier
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= 4, "{checked}");
     }
 }

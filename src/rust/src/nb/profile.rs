@@ -16,7 +16,7 @@
 //! its ends found by a secant search on √D (not a grid).
 
 use super::curve::SLOPE_MAX;
-use super::fit::{fit_species_pinned, free_warps_of, inverse_weights, SpeciesFit};
+use super::fit::{fit_species_pinned, free_warps_of, inverse_weights, PinnedFit, SpeciesFit};
 use super::layout::CountLayout;
 use super::objective::SpeciesProblem;
 use super::pin::EffectPin;
@@ -182,13 +182,13 @@ impl<'p> SpeciesProfiles<'p> {
             .degree(pin.context, self.species)
     }
 
-    /// D at `value`, fitted from `start`, with the held fit.
+    /// D at `value`, fitted from `start`, with its slope and the held fit.
     fn deviance_at(
         &self,
         pin: &EffectPin,
         value: f64,
         start: &SpeciesFit,
-    ) -> Result<(f64, SpeciesFit), String> {
+    ) -> Result<HeldPoint, String> {
         let held = EffectPin {
             value,
             ..pin.clone()
@@ -200,7 +200,7 @@ impl<'p> SpeciesProfiles<'p> {
             fixed_sigma: Some(self.full.sigma),
             ..self.plan.settings
         };
-        let fit = fit_species_pinned(
+        let PinnedFit { fit, multiplier } = fit_species_pinned(
             &self.plan.model,
             self.species,
             (&start.state, start.sigma),
@@ -217,7 +217,16 @@ impl<'p> SpeciesProfiles<'p> {
         if (achieved - value).abs() > HOLD_TOLERANCE * (1.0 + value.abs()) {
             return Err(format!("the effect cannot be held at {value:.4}"));
         }
-        Ok((2.0 * (self.penalised(&fit) - self.full_value), fit))
+        // The fit holds the effect to 1e-4 (relative); the first-order
+        // term carries its minimum from there to `value` (M(v) ≈ M(b) +
+        // λ (v − b)), so D is accurate to that tolerance squared.
+        let at_value = self.penalised(&fit) + multiplier * (value - achieved);
+        Ok(HeldPoint {
+            value,
+            deviance: 2.0 * (at_value - self.full_value),
+            slope: 2.0 * multiplier,
+            fit,
+        })
     }
 
     fn check(
@@ -252,12 +261,18 @@ impl<'p> SpeciesProfiles<'p> {
         let range = effect_range(&pin, degree, axis);
         let inside = |v: f64| v.clamp(range.0, range.1);
         // The three checks, each from the fit.
-        let mut evaluated: Vec<(f64, f64, SpeciesFit)> = vec![(estimate, 0.0, self.full.clone())];
+        let mut evaluated = vec![HeldPoint {
+            value: estimate,
+            deviance: 0.0,
+            slope: 0.0,
+            fit: self.full.clone(),
+        }];
         let mut check_at = |value: f64, result: &mut EffectProfile, notes: &mut Vec<String>| {
             result.fits += 1;
             match self.deviance_at(&pin, value, self.full) {
-                Ok((deviance, fit)) => {
-                    evaluated.push((value, deviance, fit));
+                Ok(point) => {
+                    let deviance = point.deviance;
+                    evaluated.push(point);
                     deviance
                 }
                 Err(message) => {
@@ -309,8 +324,11 @@ impl<'p> SpeciesProfiles<'p> {
 
     /// One end of the profile interval: where √D crosses q on the side
     /// `direction` of the estimate, up to `limit`. `evaluated` holds the
-    /// held fits so far (value, D, fit); each new fit starts from the one
-    /// nearest its value.
+    /// held fits so far; each new fit starts from the one nearest its value.
+    /// The next value is a Newton step on √D from the fit nearest the
+    /// crossing (each held fit knows its slope, see [`PinnedFit`]), kept
+    /// inside the bracket once there is one (the secant otherwise), the
+    /// Venzon–Moolgavkar idea without its second derivatives.
     fn interval_end(
         &self,
         pin: &EffectPin,
@@ -318,42 +336,62 @@ impl<'p> SpeciesProfiles<'p> {
         direction: f64,
         limit: f64,
         q: f64,
-        evaluated: &mut Vec<(f64, f64, SpeciesFit)>,
+        evaluated: &mut Vec<HeldPoint>,
     ) -> IntervalEnd {
         let mut fits = 0;
         let side = |v: f64| (v - estimate) * direction;
-        let root = |d: f64| d.max(0.0).sqrt();
         let mut limit = limit;
+        // A Newton step inside the bracket that did not settle the end is
+        // followed by a secant step: a profile with a kink (held fits that
+        // change optimum) defeats tangents, not brackets.
+        let mut newton_last = false;
         loop {
             // The farthest point below q and the nearest at or above it, on
             // this side (the estimate itself is at D = 0).
-            let mut below: Option<(f64, f64)> = None;
-            let mut above: Option<(f64, f64)> = None;
-            for &(v, d, _) in evaluated.iter() {
-                if side(v) < 0.0 || d.is_nan() {
+            let mut below: Option<&HeldPoint> = None;
+            let mut above: Option<&HeldPoint> = None;
+            for point in evaluated.iter() {
+                if side(point.value) < 0.0 || point.deviance.is_nan() {
                     continue;
                 }
-                let r = root(d);
-                if r < q {
-                    if below.is_none_or(|(bv, _)| side(v) > side(bv)) {
-                        below = Some((v, r));
+                if point.root() < q {
+                    if below.is_none_or(|b| side(point.value) > side(b.value)) {
+                        below = Some(point);
                     }
-                } else if above.is_none_or(|(av, _)| side(v) < side(av)) {
-                    above = Some((v, r));
+                } else if above.is_none_or(|a| side(point.value) < side(a.value)) {
+                    above = Some(point);
                 }
             }
-            let (below_v, below_r) = below.unwrap_or((estimate, 0.0));
+            let (below_v, below_r) = below.map_or((estimate, 0.0), |b| (b.value, b.root()));
             let next = match above {
-                Some((above_v, above_r)) => {
+                Some(above) => {
+                    let (above_v, above_r) = (above.value, above.root());
                     if (above_r - q).abs() < ROOT_TOLERANCE {
                         return IntervalEnd::found(above_v, fits);
                     }
                     if (below_r - q).abs() < ROOT_TOLERANCE {
                         return IntervalEnd::found(below_v, fits);
                     }
-                    below_v + (q - below_r) * (above_v - below_v) / (above_r - below_r)
+                    let secant =
+                        below_v + (q - below_r) * (above_v - below_v) / (above_r - below_r);
+                    let nearer = match below {
+                        Some(b) if (below_r - q).abs() < (above_r - q).abs() => b,
+                        _ => above,
+                    };
+                    // Strictly inside the bracket, or the secant.
+                    let (low, high) = (side(below_v), side(above_v));
+                    let margin = 0.01 * (high - low);
+                    let newton = nearer
+                        .newton_towards(q, direction)
+                        .filter(|&v| side(v) > low + margin && side(v) < high - margin)
+                        .filter(|_| !newton_last);
+                    newton_last = newton.is_some();
+                    newton.unwrap_or(secant)
                 }
                 None => {
+                    if below.is_some() && (q - below_r) < ROOT_TOLERANCE {
+                        return IntervalEnd::found(below_v, fits);
+                    }
                     if side(below_v) >= side(limit) - 1e-9 {
                         return IntervalEnd {
                             value: limit,
@@ -362,28 +400,15 @@ impl<'p> SpeciesProfiles<'p> {
                             note: None,
                         };
                     }
-                    // Extrapolate √D along the two farthest points; at least
-                    // half again as far, at most to the limit.
-                    let nearer = evaluated
-                        .iter()
-                        .filter(|(v, d, _)| {
-                            !d.is_nan() && side(*v) >= 0.0 && side(*v) < side(below_v)
-                        })
-                        .map(|(v, d, _)| (*v, root(*d)))
-                        .max_by(|a, b| side(a.0).total_cmp(&side(b.0)))
-                        .unwrap_or((estimate, 0.0));
-                    let distance = side(below_v) - side(nearer.0);
-                    let slope = if distance > 1e-12 {
-                        (below_r - nearer.1) / distance
-                    } else {
-                        0.0
-                    };
                     let reach = side(below_v).max(1e-6);
-                    let step = if slope > 1e-9 {
-                        ((q - below_r) / slope).max(0.5 * reach)
-                    } else {
-                        reach
-                    };
+                    // Newton from the farthest fit below q when √D rises
+                    // there; otherwise (the estimate, or a profile that
+                    // turns) half again as far.
+                    let step = below
+                        .and_then(|b| b.newton_towards(q, direction))
+                        .map(|v| side(v) - side(below_v))
+                        .filter(|&step| step > 0.0)
+                        .unwrap_or(0.5 * reach);
                     let target = below_v + direction * step;
                     if side(target) > side(limit) {
                         limit
@@ -408,13 +433,13 @@ impl<'p> SpeciesProfiles<'p> {
             }
             let start = evaluated
                 .iter()
-                .filter(|(_, d, _)| !d.is_nan())
-                .min_by(|a, b| (a.0 - next).abs().total_cmp(&(b.0 - next).abs()))
-                .map(|(_, _, fit)| fit.clone())
+                .filter(|point| !point.deviance.is_nan())
+                .min_by(|a, b| (a.value - next).abs().total_cmp(&(b.value - next).abs()))
+                .map(|point| point.fit.clone())
                 .unwrap_or_else(|| self.full.clone());
             fits += 1;
             match self.deviance_at(pin, next, &start) {
-                Ok((deviance, fit)) => evaluated.push((next, deviance, fit)),
+                Ok(point) => evaluated.push(point),
                 Err(message) => {
                     if side(next) > side(below_v) + 1e-9 && side(next) <= side(limit) {
                         // Cannot be held there: the range ends before it.
@@ -438,6 +463,32 @@ impl<'p> SpeciesProfiles<'p> {
                 }
             }
         }
+    }
+}
+
+/// A held fit of the profile: the value held, D there and its slope dD/dv
+/// (twice the constraint's multiplier), and the fit.
+struct HeldPoint {
+    value: f64,
+    deviance: f64,
+    slope: f64,
+    fit: SpeciesFit,
+}
+
+impl HeldPoint {
+    /// √D (0 where a held fit was better than the fit).
+    fn root(&self) -> f64 {
+        self.deviance.max(0.0).sqrt()
+    }
+
+    /// Where the tangent of √D here reaches `q` (d√D/dv = D′/(2√D)), when
+    /// √D rises away from the estimate (`direction`) here; `None` at D ≤ 0,
+    /// or where the profile turns.
+    fn newton_towards(&self, q: f64, direction: f64) -> Option<f64> {
+        let root = self.root();
+        let rise = self.slope / (2.0 * root);
+        (root > 0.0 && rise.is_finite() && rise * direction > 0.0)
+            .then(|| self.value + (q - root) / rise)
     }
 }
 
