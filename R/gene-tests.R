@@ -373,7 +373,9 @@ shift_with_gradients <- function(fit, contrasts) {
 #'   bootstrap), `log.fc`, `log.fc.lower`, `log.fc.upper`, `shift`,
 #'   `shift.lower`, `shift.upper`, `converged` (whether the reduced fit converged; a
 #'   gene whose reduced fit failed has NA statistics and its reason in
-#'   `note`), and `note`.
+#'   `note`), and `note` (also where the reduced fit was better than the
+#'   fit: the gene's fit is then at a local optimum, and its statistic, 0,
+#'   and p-value, 1, say nothing; the note gives the difference).
 #' @references Fai, A. H.-T. and Cornelius, P. L. (1996). Approximate F-tests
 #'   of multiple degree of freedom hypotheses in generalized least squares
 #'   analyses of unbalanced split-plot experiments. *Journal of Statistical
@@ -444,7 +446,8 @@ wisp_gene_tests <- function(object, terms = NULL, method = c("F", "chisq", "boot
     reduced <- if (backend == "future") on_futures[[term$term]] else
       count_term_fit_rust(fit$plan, term$effects, as.integer(max.fork),
                           keep_plan = method == "bootstrap", progress = NULL)
-    statistic <- pmax(2 * (reduced$reduced - reduced$full), 0)
+    deviance <- 2 * (reduced$reduced - reduced$full)
+    statistic <- pmax(deviance, 0)
     df <- term_degrees(fit, term$effects)
     failed <- nzchar(reduced$failure)
     statistic[failed | df == 0L] <- NA_real_
@@ -458,10 +461,8 @@ wisp_gene_tests <- function(object, terms = NULL, method = c("F", "chisq", "boot
              stats::pchisq(statistic, df, lower.tail = FALSE))
     }
     row_method <- if (method == "F") ifelse(is.finite(den_df), "F", "chisq") else method
-    note <- ifelse(failed, paste("the reduced fit failed:", reduced$failure),
-                   ifelse(df == 0L, "the fit estimates none of the term's effects",
-                          ifelse(!reduced$converged, paste("the reduced fit did not converge:",
-                                                           reduced$stop), "")))
+    note <- gene_test_notes(failed, reduced$failure, df, reduced$converged, reduced$stop,
+                            deviance)
     sizes <- term_effect_sizes(fit, term, covariance)
     data.frame(gene = genes, term = term$term, df = df, statistic = statistic,
                p.value = p_value, method = row_method,
@@ -477,6 +478,23 @@ wisp_gene_tests <- function(object, terms = NULL, method = c("F", "chisq", "boot
   structure(table, class = c("wisp_gene_tests", "data.frame"),
             method = method, bootstraps = if (method == "bootstrap") bootstraps,
             caution = between_animal_caution(fit, available[terms], method))
+}
+
+# A reduced fit better than the fit by more than this (in deviance, beyond
+# the Newton tolerance's noise): the fit is at a local optimum of the gene.
+REDUCED_FIT_BETTER <- 0.01
+
+# Each gene-level test's note: why it has no statistic, why its statistic
+# may mislead (a reduced fit that did not converge), or that its reduced fit
+# was better than the fit (`deviance` < 0: the LR is then clipped at 0, p =
+# 1, and the gene's fit missed its optimum); "" otherwise.
+gene_test_notes <- function(failed, failure, df, converged, stop, deviance) {
+  better <- sprintf(paste("the reduced fit is better than the fit by %.3g in deviance (the",
+                          "gene's fit is at a local optimum); statistic set to 0"), -deviance)
+  ifelse(failed, paste("the reduced fit failed:", failure),
+         ifelse(df == 0L, "the fit estimates none of the term's effects",
+                ifelse(!converged, paste("the reduced fit did not converge:", stop),
+                       ifelse(!is.na(deviance) & deviance < -REDUCED_FIT_BETTER, better, ""))))
 }
 
 # The group sizes benchmarks/gene_tests.R measured the references of terms

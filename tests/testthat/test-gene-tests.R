@@ -64,6 +64,25 @@ test_that("a gene's LR equals the likelihood ratio of two fits made without the 
   }
 })
 
+test_that("each test's note says why it has no statistic or why its statistic says nothing", {
+  # Hand-made reduced-fit outcomes, one per case, in the order the rules
+  # take them: failed; no effect estimated; not converged; a reduced fit
+  # better than the fit (deviance -2.5); within the tolerance's noise
+  # (-0.004); an ordinary LR.
+  notes <- wispack:::gene_test_notes(
+    failed = c(TRUE, FALSE, FALSE, FALSE, FALSE, FALSE),
+    failure = c("boom", "", "", "", "", ""),
+    df = c(2L, 0L, 2L, 2L, 2L, 2L),
+    converged = c(FALSE, TRUE, FALSE, TRUE, TRUE, TRUE),
+    stop = c("", "", "iteration limit", "", "", ""),
+    deviance = c(NA, NA, 3, -2.5, -0.004, 7))
+  expect_identical(notes[c(1:3, 5:6)],
+                   c("the reduced fit failed: boom", "the fit estimates none of the term's effects",
+                     "the reduced fit did not converge: iteration limit", "", ""))
+  expect_match(notes[4], "reduced fit is better than the fit by 2.5 in deviance", fixed = TRUE)
+  expect_match(notes[4], "statistic set to 0", fixed = TRUE)
+})
+
 test_that("p.adj is Benjamini-Hochberg across the genes of each term", {
   skip_on_cran() # slow: runs in the full (NOT_CRAN) pass only
   counts <- wisp_simulate(design = nested_design(), n.genes = 5, n.bins = 30, seed = 8,
