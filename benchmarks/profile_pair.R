@@ -23,11 +23,12 @@ mode <- if (length(args)) args[1] else "compare"
 out_root <- file.path("benchmarks", "out", "profile_pair")
 alpha <- 0.05
 workers <- 1L
-# profile_calibration.R's designs, simulator and per-data-set run (its
+# profile_calibration.R's designs, simulator, per-data-set run and its
+# summary's rule for the default procedure from the recorded checks (its
 # definitions only: the script itself runs its modes at top level).
 for (e in parse("benchmarks/profile_calibration.R")) {
   if (is.call(e) && identical(e[[1]], as.name("<-")) && is.name(e[[2]]) &&
-      as.character(e[[2]]) %in% c("designs", "simulate_design", "one_dataset")) {
+      as.character(e[[2]]) %in% c("designs", "simulate_design", "one_dataset", "combined")) {
     eval(e, globalenv())
   }
 }
@@ -68,23 +69,6 @@ keep <- !is.na(b$parameter)
 a <- a[keep, ]
 b <- b[keep, ]
 
-# The default procedure (tolerance 0.25) from the recorded checks, the rule
-# of profile_calibration.R's summary.
-combined <- function(rows, tau = 0.25) {
-  root <- function(d) sqrt(pmax(d, 0))
-  signed_zero <- sign(rows$estimate) * root(rows$deviance.zero)
-  checks <- cbind(rows$deviance.zero, rows$deviance.lower, rows$deviance.upper)
-  flagged <- rowSums(is.na(checks)) > 0 | apply(checks < -0.01, 1, any, na.rm = TRUE) |
-    abs(signed_zero - rows$z) > tau | abs(root(rows$deviance.lower) - rows$q) > tau |
-    abs(root(rows$deviance.upper) - rows$q) > tau |
-    ((abs(rows$z) > rows$q) != (rows$deviance.zero > rows$q^2))
-  flagged[is.na(flagged)] <- TRUE
-  use <- flagged & rows$profile.method == "profile"
-  data.frame(flagged = flagged,
-             low = ifelse(use, rows$profile.low, rows$wald.low),
-             high = ifelse(use, rows$profile.high, rows$wald.high),
-             p = ifelse(use, rows$profile.p, rows$wald.p))
-}
 # Mean and Monte Carlo SE clustered by data set.
 clustered <- function(x, cluster) {
   ok <- !is.na(x)
@@ -93,8 +77,8 @@ clustered <- function(x, cluster) {
   m <- mean(x)
   c(m, sqrt(sum(tapply(x - m, cluster, sum)^2)) / length(x))
 }
-ca <- combined(a)
-cb <- combined(b)
+ca <- combined(a, 0.25)
+cb <- combined(b, 0.25)
 rows <- list()
 for (design_name in unique(a$design)) {
   i <- a$design == design_name
